@@ -1,0 +1,76 @@
+#include "metron/base/file_io.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <system_error>
+
+#include <unistd.h>
+
+#include "metron/base/error.h"
+
+namespace metron {
+namespace {
+
+std::string errno_text() { return std::strerror(errno); }
+
+/// Makes a temporary path beside `target` that no concurrent writer of the same target will pick.
+std::filesystem::path temporary_path_for(const std::filesystem::path& target) {
+  static int counter = 0;
+  auto name = "." + target.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+              std::to_string(counter++);
+  return target.parent_path() / name;
+}
+
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  if (path == "-") {
+    std::ostringstream buffer;
+    buffer << std::cin.rdbuf();
+    return buffer.str();
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw InvalidConfig("cannot read '" + path + "': it is a directory; expected a file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidConfig("cannot read '" + path + "': " + errno_text());
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InvalidConfig("cannot read '" + path + "': " + errno_text());
+  return content;
+}
+
+void write_file_atomically(const std::string& path, std::string_view content) {
+  if (path == "-") {
+    std::cout.write(content.data(), static_cast<std::streamsize>(content.size()));
+    std::cout.flush();
+    if (!std::cout) throw IoError("cannot write to standard output");
+    return;
+  }
+  const std::filesystem::path target(path);
+  const std::filesystem::path temp = temporary_path_for(target);
+  std::FILE* file = std::fopen(temp.c_str(), "wb");
+  if (file == nullptr) throw IoError("cannot write '" + path + "': " + errno_text());
+  const bool wrote = std::fwrite(content.data(), 1, content.size(), file) == content.size();
+  const int write_errno = errno;
+  const bool closed = std::fclose(file) == 0;
+  if (!wrote || !closed) {
+    std::filesystem::remove(temp);
+    errno = wrote ? errno : write_errno;
+    throw IoError("cannot write '" + path + "': " + errno_text());
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, target, ec);
+  if (ec) {
+    std::filesystem::remove(temp);
+    throw IoError("cannot write '" + path + "': " + ec.message());
+  }
+}
+
+}  // namespace metron

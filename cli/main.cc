@@ -1,0 +1,75 @@
+// The metron command: wires up the subcommands and is the only place that catches errors
+// (STYLE.md, Errors §9): bad input exits with 2, a runtime failure with 1, never a stack trace.
+
+#include <cctype>
+#include <exception>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "graph_command.h"
+#include "metron/base/error.h"
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitBadInput = 2;
+
+int report(const std::string& message, int code) {
+  std::cerr << "metron: error: " << message << "\n";
+  return code;
+}
+
+/// CLI11 reports `metron grpah` as "a subcommand is required"; name the word it did not know.
+void reject_unknown_subcommand(CLI::App& app, const CLI::ParseError& e) {
+  for (CLI::App* chosen : app.get_subcommands()) reject_unknown_subcommand(*chosen, e);
+  for (const std::string& word : app.remaining()) {
+    if (!word.empty() && word[0] != '-') {
+      const bool has_commands = !app.get_subcommands([](CLI::App*) { return true; }).empty();
+      const std::string where = app.get_parent() == nullptr ? "" : " of '" + app.get_name() + "'";
+      throw CLI::ParseError((has_commands ? "unknown command '" : "unexpected argument '") + word +
+                                "'" + where,
+                            e.get_exit_code());
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "metron plans, simulates and validates distributed training of large models.\n"
+      "A training step is one task graph; metron checks it, converts it and (soon) simulates\n"
+      "and executes it.",
+      "metron"};
+  app.set_version_flag("--version", "metron " METRON_VERSION);
+  app.require_subcommand(1);
+  app.footer("\nRun 'metron <command> --help' for a command's options.\n"
+             "Exit codes: 0 success, 1 runtime failure, 2 bad input.");
+  metron::cli::add_graph_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string message = e.what();
+    try {
+      reject_unknown_subcommand(app, e);
+    } catch (const CLI::ParseError& unknown) {
+      message = unknown.what();
+    }
+    // Messages start lowercase (STYLE.md, Errors §3); CLI11's start with a capital.
+    if (!message.empty()) message[0] = static_cast<char>(std::tolower(message[0]));
+    return report(message + "; run 'metron --help' for usage", kExitBadInput);
+  } catch (const metron::Error& e) {
+    return report(e.what(), e.is_input_error() ? kExitBadInput : kExitFailure);
+  } catch (const std::exception& e) {
+    return report(std::string("unexpected failure: ") + e.what(), kExitFailure);
+  }
+  return kExitOk;
+}

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for metron, then builds and either runs the main job or tests.
+#
+#   scripts/setup.sh run    install missing packages, build the release preset, run MAIN_JOB
+#   scripts/setup.sh test   install missing packages, then: format check, release build + tests,
+#                           clang-tidy (naming), asan build + tests
+#
+# Works from any current directory. Exits non-zero on the first failing phase.
+set -euo pipefail
+
+# ---------------------------------------------------------------------------------------------
+# MAIN_JOB: what `scripts/setup.sh run` runs after building. Later issues swap this for
+# `metron simulate ...` / `metron plan ...`. Paths are relative to the repository root.
+MAIN_JOB=(build/release/cli/metron graph check examples/1f1b-2stage-dp2.json)
+# ---------------------------------------------------------------------------------------------
+
+# Debian packages metron builds with. CUDA is not among them: it is used when present.
+PACKAGES=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git)
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'setup.sh: error: %s\n' "$*" >&2; exit 1; }
+
+# phase NAME COMMAND...: runs one phase and prints how long it took.
+phase() {
+  local name="$1"
+  shift
+  local start=$SECONDS
+  log "$name"
+  "$@"
+  printf '==> %s: done in %ds\n' "$name" "$((SECONDS - start))"
+}
+
+install_packages() {
+  local missing=() pkg
+  for pkg in "${PACKAGES[@]}"; do
+    if [[ "$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)" != "install ok installed" ]]; then
+      missing+=("$pkg")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    log "all ${#PACKAGES[@]} Debian packages are installed"
+    return
+  fi
+  local sudo=()
+  if [[ "$(id -u)" != 0 ]]; then
+    command -v sudo >/dev/null || die "missing packages (${missing[*]}) and not root, and no sudo"
+    sudo=(sudo)
+  fi
+  log "installing: ${missing[*]}"
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}"
+}
+
+tool() {  # tool NAME: prefers the version-14 binary that STYLE.md's rules were written against
+  if command -v "$1-14" >/dev/null; then echo "$1-14"; else echo "$1"; fi
+}
+
+# Source files of the project: tracked ones plus new, not-ignored ones (build folders are ignored).
+project_files() {
+  git ls-files -z --cached --others --exclude-standard -- "$@"
+}
+
+format_check() {
+  local clang_format offenders=() file
+  clang_format="$(tool clang-format)"
+  while IFS= read -r -d '' file; do
+    [[ -f "$file" ]] || continue
+    if ! "$clang_format" --dry-run --Werror "$file" >/dev/null 2>&1; then
+      offenders+=("$file")
+    fi
+  done < <(project_files '*.h' '*.cc' '*.cu')
+  if ((${#offenders[@]} > 0)); then
+    printf 'not clang-formatted (fix with: %s -i FILE):\n' "$clang_format" >&2
+    printf '  %s\n' "${offenders[@]}" >&2
+    return 1
+  fi
+}
+
+build_preset() {  # build_preset PRESET [TARGET]
+  cmake --preset "$1"
+  if (($# > 1)); then
+    cmake --build --preset "$1" --target "$2"
+  else
+    cmake --build --preset "$1"
+  fi
+}
+
+test_preset() {
+  ctest --preset "$1" --output-on-failure -j2
+}
+
+# clang-tidy over the project's .cc files that the release build compiles (its
+# compile_commands.json): one process per file, two at a time, each file's findings in one piece.
+tidy_check() {
+  local db="build/release/compile_commands.json" clang_tidy files=()
+  [[ -f "$db" ]] || die "$db is missing: build the release preset first"
+  clang_tidy="$(tool clang-tidy)"
+  mapfile -t files < <(grep -o '"file": *"[^"]*\.cc"' "$db" | sed 's/^"file": *"//; s/"$//' |
+    grep -F "$ROOT/" | grep -v -F "$ROOT/build/" | sort -u)
+  ((${#files[@]} > 0)) || die "no project .cc files in $db"
+  log "clang-tidy: ${#files[@]} files"
+  # shellcheck disable=SC2016  # $0 and $1 belong to the inner bash
+  if ! printf '%s\0' "${files[@]}" | xargs -0 -P 2 -n 1 bash -c '
+      if ! out="$("$0" -p build/release --quiet --extra-arg=-Wno-unknown-warning-option "$1" 2>&1)"
+      then
+        printf "%s\n" "$out" >&2
+        exit 1
+      fi' "$clang_tidy"; then
+    echo "clang-tidy found problems (see above)" >&2
+    return 1
+  fi
+}
+
+cmd_run() {
+  phase "install packages" install_packages
+  phase "build (release)" build_preset release metron
+  log "main job: ${MAIN_JOB[*]}"
+  "${MAIN_JOB[@]}"
+}
+
+cmd_test() {
+  local start=$SECONDS
+  phase "install packages" install_packages
+  phase "format check" format_check
+  phase "build (release)" build_preset release
+  phase "tests (release)" test_preset release
+  phase "clang-tidy" tidy_check
+  phase "build (asan)" build_preset asan
+  phase "tests (asan)" test_preset asan
+  log "all phases passed in $((SECONDS - start))s"
+}
+
+case "${1:-}" in
+  run) cmd_run ;;
+  test) cmd_test ;;
+  *)
+    echo "usage: scripts/setup.sh run|test" >&2
+    exit 2
+    ;;
+esac

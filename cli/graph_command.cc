@@ -1,5 +1,7 @@
 #include "graph_command.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <iostream>
 #include <map>
@@ -7,8 +9,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "graph_files.h"
 #include "metron/base/error.h"
@@ -81,7 +81,8 @@ std::string traffic(const ir::Graph& graph) {
 std::string streams_line(const ir::Graph& graph) {
   std::vector<std::string> names;
   for (const auto& stream : graph.data().streams) {
-    if (std::find(names.begin(), names.end(), stream.name) == names.end()) names.push_back(stream.name);
+    if (std::find(names.begin(), names.end(), stream.name) == names.end())
+      names.push_back(stream.name);
   }
   std::string out = std::to_string(graph.data().streams.size());
   for (std::size_t i = 0; i < names.size(); ++i) out += (i == 0 ? " (" : ", ") + names[i];
@@ -150,13 +151,15 @@ void add_check(CLI::App& graph) {
       "Reports every problem at once (cycles, unmatched sends or receives, collectives whose\n"
       "members disagree, dangling ids, tasks on another rank's stream, ...) and exits with 2\n"
       "when there is any. A valid graph gets a summary and, up to 16 ranks, its per-rank rows.");
-  check->add_option("file", options->path, "graph file (.json, .csv, or the text form); - for stdin")
+  check
+      ->add_option("file", options->path, "graph file (.json, .csv, or the text form); - for stdin")
       ->required();
   check->add_option("--from", options->from, "input format, instead of guessing from the name")
       ->check(CLI::IsMember({"json", "text", "csv"}));
   check->add_flag("-q,--quiet", options->quiet, "print nothing when the graph is valid");
-  check->footer("\nExamples:\n  metron graph check examples/1f1b-2stage-dp2.json\n"
-                "  metron graph check my-schedule.txt\n");
+  check->footer(
+      "\nExamples:\n  metron graph check examples/1f1b-2stage-dp2.json\n"
+      "  metron graph check my-schedule.txt\n");
   check->callback([options] { run_check(*options); });
 }
 
@@ -171,11 +174,13 @@ void add_convert(CLI::App& graph) {
   convert->add_option("output", options->output, "file to write; - for stdout")->required();
   convert->add_option("--from", options->from, "input format (default: from the file name)")
       ->check(CLI::IsMember({"json", "text", "csv"}));
-  convert->add_option("--to", options->to, "output format (default: from the file name; text for -)")
+  convert
+      ->add_option("--to", options->to, "output format (default: from the file name; text for -)")
       ->check(CLI::IsMember({"json", "text", "csv"}));
-  convert->footer("\nExamples:\n  metron graph convert examples/1f1b-2stage-dp2.json step.txt\n"
-                  "  metron graph convert schedule.csv schedule.json\n"
-                  "  metron graph convert graph.json - --to text\n");
+  convert->footer(
+      "\nExamples:\n  metron graph convert examples/1f1b-2stage-dp2.json step.txt\n"
+      "  metron graph convert schedule.csv schedule.json\n"
+      "  metron graph convert graph.json - --to text\n");
   convert->callback([options] { run_convert(*options); });
 }
 

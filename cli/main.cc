@@ -1,11 +1,10 @@
 // The metron command: wires up the subcommands and is the only place that catches errors
 // (STYLE.md, Errors §9): bad input exits with 2, a runtime failure with 1, never a stack trace.
 
+#include <CLI/CLI.hpp>
 #include <cctype>
 #include <exception>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "graph_command.h"
 #include "metron/base/error.h"
@@ -28,9 +27,9 @@ void reject_unknown_subcommand(CLI::App& app, const CLI::ParseError& e) {
     if (!word.empty() && word[0] != '-') {
       const bool has_commands = !app.get_subcommands([](CLI::App*) { return true; }).empty();
       const std::string where = app.get_parent() == nullptr ? "" : " of '" + app.get_name() + "'";
-      throw CLI::ParseError((has_commands ? "unknown command '" : "unexpected argument '") + word +
-                                "'" + where,
-                            e.get_exit_code());
+      throw CLI::ParseError(
+          (has_commands ? "unknown command '" : "unexpected argument '") + word + "'" + where,
+          e.get_exit_code());
     }
   }
 }
@@ -45,8 +44,9 @@ int main(int argc, char** argv) {
       "metron"};
   app.set_version_flag("--version", "metron " METRON_VERSION);
   app.require_subcommand(1);
-  app.footer("\nRun 'metron <command> --help' for a command's options.\n"
-             "Exit codes: 0 success, 1 runtime failure, 2 bad input.");
+  app.footer(
+      "\nRun 'metron <command> --help' for a command's options.\n"
+      "Exit codes: 0 success, 1 runtime failure, 2 bad input.");
   metron::cli::add_graph_command(app);
   try {
     app.parse(argc, argv);

@@ -21,24 +21,23 @@ std::string count_headline(std::size_t n, const char* singular, const char* plur
 }  // namespace
 
 InvalidGraph::InvalidGraph(std::vector<std::string> problems)
-    : Error(format_problem_list("invalid graph: " + count_headline(problems.size(), "problem", "problems"),
-                                problems)),
+    : Error(format_problem_list(
+          "invalid graph: " + count_headline(problems.size(), "problem", "problems"), problems)),
       problems_(std::move(problems)) {}
 
 ParseError::ParseError(std::string source, std::size_t line, std::size_t column,
                        const std::string& what)
-    : Error(line == 0 ? source + ": " + what
-                      : source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " +
-                            what),
+    : Error(line == 0
+                ? source + ": " + what
+                : source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": " + what),
       source_(std::move(source)),
       line_(line),
       column_(column) {}
 
 Deadlock::Deadlock(std::vector<std::string> blocked)
-    : Error(format_problem_list(
-          "deadlock: no task can make progress; " +
-              count_headline(blocked.size(), "blocked task", "blocked tasks"),
-          blocked)),
+    : Error(format_problem_list("deadlock: no task can make progress; " +
+                                    count_headline(blocked.size(), "blocked task", "blocked tasks"),
+                                blocked)),
       blocked_(std::move(blocked)) {}
 
 InternalError::InternalError(const char* file, int line, const std::string& what)

@@ -1,5 +1,7 @@
 #include "metron/base/file_io.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -9,8 +11,6 @@
 #include <iterator>
 #include <sstream>
 #include <system_error>
-
-#include <unistd.h>
 
 #include "metron/base/error.h"
 

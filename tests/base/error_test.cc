@@ -43,15 +43,16 @@ TEST(Errors, ParseErrorWithoutPositionNamesOnlyTheSource) {
 
 TEST(Errors, DeadlockNamesEveryBlockedTask) {
   const Deadlock error({"rank 0: a", "rank 1: b"});
-  EXPECT_STREQ(error.what(),
-               "deadlock: no task can make progress; 2 blocked tasks\n  - rank 0: a\n  - rank 1: b");
+  EXPECT_STREQ(
+      error.what(),
+      "deadlock: no task can make progress; 2 blocked tasks\n  - rank 0: a\n  - rank 1: b");
 }
 
 TEST(Errors, AssertThrowsInternalErrorWithFileAndLine) {
-  EXPECT_THAT([] { METRON_ASSERT(1 + 1 == 3, "arithmetic"); },
-              ThrowsMessage<InternalError>(
-                  ::testing::AllOf(HasSubstr("error_test.cc:"),
-                                   HasSubstr("assertion `1 + 1 == 3` failed: arithmetic"))));
+  EXPECT_THAT(
+      [] { METRON_ASSERT(1 + 1 == 3, "arithmetic"); },
+      ThrowsMessage<InternalError>(::testing::AllOf(
+          HasSubstr("error_test.cc:"), HasSubstr("assertion `1 + 1 == 3` failed: arithmetic"))));
   EXPECT_NO_THROW(METRON_ASSERT(true, "never"));
 }
 

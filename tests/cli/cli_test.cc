@@ -34,7 +34,8 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("metron-cli-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("metron-cli-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -85,17 +86,19 @@ TEST_F(Cli, CheckReportsEveryProblemAndExitsWithTwo) {
   Outcome r = metron("graph check " + kData + "unmatched-send.txt");
   EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.out, IsEmpty());
-  EXPECT_THAT(r.err, AllOf(StartsWith("metron: error: invalid graph: 1 problem\n"),
-                           HasSubstr("unmatched send: task 3 (rank 0, stage 0, chunk 0, microbatch 1): send of "
-                                    "activation 0 bytes to rank 1 (tag 2)")));
+  EXPECT_THAT(
+      r.err,
+      AllOf(StartsWith("metron: error: invalid graph: 1 problem\n"),
+            HasSubstr("unmatched send: task 3 (rank 0, stage 0, chunk 0, microbatch 1): send of "
+                      "activation 0 bytes to rank 1 (tag 2)")));
 }
 
 TEST_F(Cli, CheckReportsADeadlockWithEveryBlockedTask) {
   Outcome r = metron("graph check " + kData + "swapped-receives.txt");
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(r.err, AllOf(StartsWith("metron: error: deadlock: no task can make progress"),
-                           HasSubstr("rank 0 stream \"pp-recv\""),
-                           HasSubstr("rank 1 stream \"pp-send\"")));
+  EXPECT_THAT(
+      r.err, AllOf(StartsWith("metron: error: deadlock: no task can make progress"),
+                   HasSubstr("rank 0 stream \"pp-recv\""), HasSubstr("rank 1 stream \"pp-send\"")));
 }
 
 TEST_F(Cli, MalformedJsonNamesLineAndColumn) {
@@ -109,7 +112,8 @@ TEST_F(Cli, BadArgumentsAreBadInput) {
   EXPECT_EQ(metron("").code, 2);
   Outcome unknown = metron("simulte");
   EXPECT_EQ(unknown.code, 2);
-  EXPECT_EQ(unknown.err, "metron: error: unknown command 'simulte'; run 'metron --help' for usage\n");
+  EXPECT_EQ(unknown.err,
+            "metron: error: unknown command 'simulte'; run 'metron --help' for usage\n");
   Outcome missing = metron("graph check " + path("nope.json"));
   EXPECT_EQ(missing.code, 2);
   EXPECT_THAT(missing.err, HasSubstr("cannot read '" + path("nope.json") + "': No such file"));
@@ -143,7 +147,8 @@ TEST_F(Cli, FailedConvertLeavesTheOutputUntouched) {
   Outcome r = metron("graph convert " + kData + "unmatched-send.txt " + path("out.json"));
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(read_file(path("out.json")), "previous content");
-  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}), 3);  // + stdout, stderr
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator{}),
+            3);  // + stdout, stderr
 }
 
 TEST_F(Cli, UnwritableOutputIsARuntimeFailure) {

@@ -27,7 +27,7 @@ Graph exchange(bool separate_streams) {
     const RankId rank = b.add_rank();
     const StreamId out = b.add_stream(rank, separate_streams ? "pp-send" : "pp");
     const StreamId in = separate_streams ? b.add_stream(rank, "pp-recv") : out;
-    b.add(send(rank, out, 1 - r, 64, r));      // both ranks send first
+    b.add(send(rank, out, 1 - r, 64, r));  // both ranks send first
     b.add(recv(rank, in, 1 - r, 64, 1 - r));
   }
   return std::move(b).build();
@@ -38,12 +38,14 @@ TEST(Deadlock, BothRanksSendingFirstOnOneStreamDeadlock) {
   EXPECT_TRUE(report.deadlocked);
   EXPECT_EQ(report.completed, 0);
   ASSERT_THAT(report.blocked, SizeIs(2));
-  EXPECT_THAT(report.blocked[0], AllOf(
-      HasSubstr("rank 0 stream \"pp\": task 0 (rank 0): send of activation 64 bytes to rank 1 "
-                "(tag 0) on stream \"pp\" is ready but waits for its partners:"),
-      HasSubstr("task 3 (rank 1): receive of activation 64 bytes from rank 0 (tag 0) on stream "
-                "\"pp\", which is queued behind task 2 (rank 1): send"),
-      HasSubstr("(1 more queued behind it)")));
+  EXPECT_THAT(
+      report.blocked[0],
+      AllOf(
+          HasSubstr("rank 0 stream \"pp\": task 0 (rank 0): send of activation 64 bytes to rank 1 "
+                    "(tag 0) on stream \"pp\" is ready but waits for its partners:"),
+          HasSubstr("task 3 (rank 1): receive of activation 64 bytes from rank 0 (tag 0) on stream "
+                    "\"pp\", which is queued behind task 2 (rank 1): send"),
+          HasSubstr("(1 more queued behind it)")));
   EXPECT_THAT(report.blocked[1], HasSubstr("rank 1 stream \"pp\": task 2 (rank 1): send"));
 }
 
@@ -57,9 +59,9 @@ TEST(Deadlock, SeparateSendAndReceiveStreamsDoNotDeadlock) {
 
 TEST(Deadlock, CheckThrowsDeadlockListingEveryBlockedTask) {
   EXPECT_THAT([] { check_deadlock(exchange(false)); },
-              ::testing::ThrowsMessage<Deadlock>(AllOf(
-                  HasSubstr("deadlock: no task can make progress; 2 blocked tasks"),
-                  HasSubstr("rank 0 stream \"pp\""), HasSubstr("rank 1 stream \"pp\""))));
+              ::testing::ThrowsMessage<Deadlock>(
+                  AllOf(HasSubstr("deadlock: no task can make progress; 2 blocked tasks"),
+                        HasSubstr("rank 0 stream \"pp\""), HasSubstr("rank 1 stream \"pp\""))));
 }
 
 /// Two ranks, two groups over both; rank 1 issues the groups' collectives in the opposite order.
@@ -83,14 +85,16 @@ Graph crossed_collectives(std::int32_t queues, bool one_stream) {
 TEST(Deadlock, CollectivesInDifferentOrdersOnOneStreamDeadlock) {
   const DeadlockReport report = find_deadlock(crossed_collectives(8, true));
   EXPECT_TRUE(report.deadlocked);
-  EXPECT_THAT(report.blocked, ElementsAre(
-      AllOf(HasSubstr("rank 0 stream \"comm\": task 0 (rank 0): all-reduce of 8 bytes on group "
-                      "\"a\""),
-            HasSubstr("task 3 (rank 1): all-reduce of 8 bytes on group \"a\" (seq 0) on stream "
-                      "\"comm\", which is queued behind task 2")),
-      AllOf(HasSubstr("rank 1 stream \"comm\": task 2 (rank 1): all-reduce of 8 bytes on group "
-                      "\"b\""),
-            HasSubstr("task 1 (rank 0): all-reduce of 8 bytes on group \"b\""))));
+  EXPECT_THAT(
+      report.blocked,
+      ElementsAre(
+          AllOf(HasSubstr("rank 0 stream \"comm\": task 0 (rank 0): all-reduce of 8 bytes on group "
+                          "\"a\""),
+                HasSubstr("task 3 (rank 1): all-reduce of 8 bytes on group \"a\" (seq 0) on stream "
+                          "\"comm\", which is queued behind task 2")),
+          AllOf(HasSubstr("rank 1 stream \"comm\": task 2 (rank 1): all-reduce of 8 bytes on group "
+                          "\"b\""),
+                HasSubstr("task 1 (rank 0): all-reduce of 8 bytes on group \"b\""))));
 }
 
 TEST(Deadlock, CollectivesInDifferentOrdersOnTheirOwnStreamsDeadlockOnlyWithOneQueue) {
@@ -114,13 +118,17 @@ TEST(Deadlock, HostsWaitingForReceivesBeforeSendingAreReported) {
   }
   const DeadlockReport report = find_deadlock(std::move(b).build());
   EXPECT_TRUE(report.deadlocked);
-  EXPECT_THAT(report.blocked, Contains(AllOf(
-      HasSubstr("rank 0 host: stopped at task 1 (rank 0): host wait for task 0"),
-      HasSubstr("waits for task 0 (rank 0): receive"), HasSubstr("1 tasks not issued"))));
-  EXPECT_THAT(report.blocked, Contains(AllOf(
-      HasSubstr("rank 0 stream \"pp-recv\": task 0"),
-      HasSubstr("task 5 (rank 1): send of activation 64 bytes to rank 0 (tag 1) on stream "
-                "\"pp-send\", which rank 1 has not issued"))));
+  EXPECT_THAT(
+      report.blocked,
+      Contains(AllOf(HasSubstr("rank 0 host: stopped at task 1 (rank 0): host wait for task 0"),
+                     HasSubstr("waits for task 0 (rank 0): receive"),
+                     HasSubstr("1 tasks not issued"))));
+  EXPECT_THAT(
+      report.blocked,
+      Contains(AllOf(
+          HasSubstr("rank 0 stream \"pp-recv\": task 0"),
+          HasSubstr("task 5 (rank 1): send of activation 64 bytes to rank 0 (tag 1) on stream "
+                    "\"pp-send\", which rank 1 has not issued"))));
 }
 
 TEST(Deadlock, UnitStepsCountTheLongestChain) {

@@ -2,6 +2,8 @@
 // replicas, p2p on their own streams, one gradient all-reduce bucket per stage. It validates,
 // round-trips through the text and JSON forms, and swapping two receives deadlocks.
 
+#include "support/one_f_one_b_step.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -15,7 +17,6 @@
 #include "metron/ir/json_format.h"
 #include "metron/ir/ordering.h"
 #include "metron/ir/rows_graph.h"
-#include "support/one_f_one_b_step.h"
 
 namespace metron::ir {
 namespace {
@@ -86,11 +87,12 @@ TaskId find_task(const Graph& g, std::int32_t rank, TaskKind kind,
 /// Compares with a file under examples/, or rewrites it when METRON_UPDATE_GOLDEN=1.
 void expect_golden(const std::string& name, const std::string& actual) {
   const std::string path = kExampleDir + name;
-  if (const char* update = std::getenv("METRON_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+  if (const char* update = std::getenv("METRON_UPDATE_GOLDEN");
+      update && std::string(update) == "1") {
     write_file_atomically(path, actual);
   }
-  EXPECT_EQ(read_file(path), actual) << "golden file " << path
-                                     << " differs; review, then regenerate with METRON_UPDATE_GOLDEN=1";
+  EXPECT_EQ(read_file(path), actual)
+      << "golden file " << path << " differs; review, then regenerate with METRON_UPDATE_GOLDEN=1";
 }
 
 TEST(OneFOneBStep, ValidatesAndPrintsTheHandDerivedRows) {
@@ -104,10 +106,17 @@ TEST(OneFOneBStep, P2PRunsOnItsOwnStreamsAndTheBucketOnTheGradientStream) {
   for (const Task& t : g.tasks()) {
     const std::string& stream = g.stream(t.stream).name;
     switch (t.kind()) {
-      case TaskKind::kSend: EXPECT_EQ(stream, "pp-send"); break;
-      case TaskKind::kRecv: EXPECT_EQ(stream, "pp-recv"); break;
-      case TaskKind::kCollective: EXPECT_EQ(stream, "dp-grad"); break;
-      default: EXPECT_EQ(stream, "compute");
+      case TaskKind::kSend:
+        EXPECT_EQ(stream, "pp-send");
+        break;
+      case TaskKind::kRecv:
+        EXPECT_EQ(stream, "pp-recv");
+        break;
+      case TaskKind::kCollective:
+        EXPECT_EQ(stream, "dp-grad");
+        break;
+      default:
+        EXPECT_EQ(stream, "compute");
     }
   }
 }
@@ -156,17 +165,21 @@ TEST(OneFOneBStep, SwappedGradientReceivesValidateButDeadlock) {
   ASSERT_TRUE(report.deadlocked);
   // Rank 0 now waits on pp-recv for microbatch 1's gradient, which rank 1 sends only after
   // microbatch 0's, and that send waits for the receive queued behind.
-  EXPECT_THAT(report.blocked, Contains(AllOf(
-      HasSubstr("rank 0 stream \"pp-recv\": task 4 (rank 0, stage 0, microbatch 1): receive of "
-                "gradient"),
-      HasSubstr("is ready but waits for its partners"), HasSubstr("(rank 1, stage 1, microbatch 1): send"),
-      HasSubstr("which is queued behind"))));
-  EXPECT_THAT(report.blocked, Contains(AllOf(
-      HasSubstr("rank 1 stream \"pp-send\""), HasSubstr("(rank 1, stage 1, microbatch 0): send of "
-                                                        "gradient"),
-      HasSubstr("(rank 0, stage 0, microbatch 0): receive of gradient"))));
-  EXPECT_THAT([&] { check_deadlock(g); }, ::testing::ThrowsMessage<Deadlock>(
-                                              HasSubstr("deadlock: no task can make progress")));
+  EXPECT_THAT(
+      report.blocked,
+      Contains(AllOf(
+          HasSubstr("rank 0 stream \"pp-recv\": task 4 (rank 0, stage 0, microbatch 1): receive of "
+                    "gradient"),
+          HasSubstr("is ready but waits for its partners"),
+          HasSubstr("(rank 1, stage 1, microbatch 1): send"),
+          HasSubstr("which is queued behind"))));
+  EXPECT_THAT(report.blocked,
+              Contains(AllOf(HasSubstr("rank 1 stream \"pp-send\""),
+                             HasSubstr("(rank 1, stage 1, microbatch 0): send of "
+                                       "gradient"),
+                             HasSubstr("(rank 0, stage 0, microbatch 0): receive of gradient"))));
+  EXPECT_THAT([&] { check_deadlock(g); },
+              ::testing::ThrowsMessage<Deadlock>(HasSubstr("deadlock: no task can make progress")));
   // The text form shows the swap, and the graph rebuilt from it deadlocks the same way.
   const std::string text = format_rows(graph_to_rows(g));
   EXPECT_THAT(text, HasSubstr("rank 0: 0F0 0SEND_F0@1 0F1 0SEND_F1@1 0RECV_B1@1 0RECV_B0@1 0B0 "));

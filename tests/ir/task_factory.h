@@ -9,25 +9,31 @@ namespace metron::ir::testing {
 
 inline Task compute(RankId rank, StreamId stream, Phase phase, std::int32_t stage = -1,
                     std::int32_t microbatch = -1) {
-  return {.rank = rank, .stream = stream, .stage = StageId{stage},
-          .microbatch = MicrobatchId{microbatch}, .op = Compute{.phase = phase}};
+  return {.rank = rank,
+          .stream = stream,
+          .stage = StageId{stage},
+          .microbatch = MicrobatchId{microbatch},
+          .op = Compute{.phase = phase}};
 }
 
 inline Task send(RankId rank, StreamId stream, std::int32_t peer, std::int64_t bytes,
                  std::int64_t tag, P2PKind what = P2PKind::kActivation) {
-  return {.rank = rank, .stream = stream,
+  return {.rank = rank,
+          .stream = stream,
           .op = Send{.peer = RankId{peer}, .bytes = bytes, .tag = tag, .what = what}};
 }
 
 inline Task recv(RankId rank, StreamId stream, std::int32_t peer, std::int64_t bytes,
                  std::int64_t tag, P2PKind what = P2PKind::kActivation) {
-  return {.rank = rank, .stream = stream,
+  return {.rank = rank,
+          .stream = stream,
           .op = Recv{.peer = RankId{peer}, .bytes = bytes, .tag = tag, .what = what}};
 }
 
 inline Task collective(RankId rank, StreamId stream, GroupId group, std::int64_t bytes,
                        std::int64_t seq, CollectiveOp op = CollectiveOp::kAllReduce) {
-  return {.rank = rank, .stream = stream,
+  return {.rank = rank,
+          .stream = stream,
           .op = Collective{.op = op, .group = group, .bytes = bytes, .seq = seq}};
 }
 

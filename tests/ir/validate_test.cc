@@ -1,10 +1,10 @@
 // Every validation problem the graph builder reports, with its message. Expectations are written
 // from the contract (ARCHITECTURE.md, "The task-graph contract"), not copied from output.
 
-#include <cmath>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
@@ -47,8 +47,8 @@ TEST_F(Validate, WellFormedGraphHasNoProblems) {
 }
 
 TEST_F(Validate, BuildThrowsOneInvalidGraphListingEveryProblem) {
-  b.add(send(r0, s0, 1, 64, 1));                          // unmatched send
-  b.add(compute(r1, s0, Phase::kForward, 1, 0));          // on rank 0's stream
+  b.add(send(r0, s0, 1, 64, 1));                               // unmatched send
+  b.add(compute(r1, s0, Phase::kForward, 1, 0));               // on rank 0's stream
   b.add(after(compute(r0, c0, Phase::kForward), TaskId{42}));  // dangling dependency
   try {
     (void)std::move(b).build();
@@ -57,7 +57,8 @@ TEST_F(Validate, BuildThrowsOneInvalidGraphListingEveryProblem) {
     EXPECT_THAT(e.problems(), SizeIs(3));
     EXPECT_THAT(e.what(), HasSubstr("invalid graph: 3 problems"));
     EXPECT_THAT(e.what(), HasSubstr("unmatched send"));
-    EXPECT_THAT(e.what(), HasSubstr("is on stream \"pp-send\" of rank 0; expected a stream of rank 1"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("is on stream \"pp-send\" of rank 0; expected a stream of rank 1"));
     EXPECT_THAT(e.what(), HasSubstr("depends on task 42, which does not exist"));
   }
 }
@@ -67,16 +68,21 @@ TEST_F(Validate, UnmatchedSendNamesTheReceiveItExpected) {
   t.stage = StageId{0};
   t.microbatch = MicrobatchId{3};
   b.add(t);
-  EXPECT_THAT(problems(), ElementsAre(
-      "unmatched send: task 0 (rank 0, stage 0, microbatch 3): send of activation 64 bytes to "
-      "rank 1 (tag 5) on stream \"pp-send\"; expected a receive on rank 1 from rank 0 with tag 5"));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(
+          "unmatched send: task 0 (rank 0, stage 0, microbatch 3): send of activation 64 bytes to "
+          "rank 1 (tag 5) on stream \"pp-send\"; expected a receive on rank 1 from rank 0 with tag "
+          "5"));
 }
 
 TEST_F(Validate, UnmatchedReceiveNamesTheSendItExpected) {
   b.add(recv(r1, v1, 0, 64, 9, P2PKind::kGradient));
-  EXPECT_THAT(problems(), ElementsAre(
-      "unmatched receive: task 0 (rank 1): receive of gradient 64 bytes from rank 0 (tag 9) on "
-      "stream \"pp-recv\"; expected a send on rank 0 to rank 1 with tag 9"));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(
+          "unmatched receive: task 0 (rank 1): receive of gradient 64 bytes from rank 0 (tag 9) on "
+          "stream \"pp-recv\"; expected a send on rank 0 to rank 1 with tag 9"));
 }
 
 TEST_F(Validate, ReceiveWithTheWrongTagDoesNotMatch) {
@@ -89,8 +95,10 @@ TEST_F(Validate, TwoSendsWithOneTagAreReported) {
   b.add(send(r0, s0, 1, 64, 1));
   b.add(send(r0, s0, 1, 64, 1));
   b.add(recv(r1, v1, 0, 64, 1));
-  EXPECT_THAT(problems(), ElementsAre(HasSubstr(
-      "2 sends and 1 receives share rank 0 -> rank 1 tag 1; expected exactly one of each")));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(HasSubstr(
+          "2 sends and 1 receives share rank 0 -> rank 1 tag 1; expected exactly one of each")));
 }
 
 TEST_F(Validate, SendAndReceiveMustAgreeOnBytes) {
@@ -127,25 +135,30 @@ TEST_F(Validate, DanglingIdsAreReportedNotDereferenced) {
 
 TEST_F(Validate, TaskOnAnotherRanksStreamIsReported) {
   b.add(compute(r0, c1, Phase::kForward, 0, 0));
-  EXPECT_THAT(problems(), ElementsAre(
-      "task 0 (rank 0, stage 0, microbatch 0): forward on stream \"compute\": is on stream "
-      "\"compute\" of rank 1; expected a stream of rank 0"));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(
+          "task 0 (rank 0, stage 0, microbatch 0): forward on stream \"compute\": is on stream "
+          "\"compute\" of rank 1; expected a stream of rank 0"));
 }
 
 TEST_F(Validate, DependenciesCrossRanksOnlyThroughCommunication) {
   TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
   b.add(after(compute(r1, c1, Phase::kForward, 1, 0), a));
-  EXPECT_THAT(problems(), ElementsAre(HasSubstr(
-      "depends on task 0 (rank 0, stage 0, microbatch 0): forward on stream \"compute\"; "
-      "dependencies cross ranks only through communication tasks")));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(HasSubstr(
+          "depends on task 0 (rank 0, stage 0, microbatch 0): forward on stream \"compute\"; "
+          "dependencies cross ranks only through communication tasks")));
 }
 
 TEST_F(Validate, DependencyIssuedLaterIsReported) {
   TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
   TaskId later = b.add(compute(r0, s0, Phase::kOther));
   b.precede(later, a);
-  EXPECT_THAT(problems(), ElementsAre(HasSubstr(
-      "which rank 0 issues after it; a dependency must be issued first")));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(HasSubstr("which rank 0 issues after it; a dependency must be issued first")));
 }
 
 TEST_F(Validate, CycleIsReportedWithAllItsTasks) {
@@ -156,10 +169,13 @@ TEST_F(Validate, CycleIsReportedWithAllItsTasks) {
   b.precede(x, y);
   b.precede(y, a);
   const auto p = problems();
-  EXPECT_THAT(p, Contains(AllOf(
-      HasSubstr("dependency cycle among 3 tasks of rank 0; expected dependencies to form no cycle"),
-      HasSubstr("task 0 (rank 0, stage 0, microbatch 0): forward"), HasSubstr("task 1 (rank 0)"),
-      HasSubstr("task 2 (rank 0)"))));
+  EXPECT_THAT(
+      p,
+      Contains(AllOf(
+          HasSubstr(
+              "dependency cycle among 3 tasks of rank 0; expected dependencies to form no cycle"),
+          HasSubstr("task 0 (rank 0, stage 0, microbatch 0): forward"),
+          HasSubstr("task 1 (rank 0)"), HasSubstr("task 2 (rank 0)"))));
   // The edge y -> a also points forward in issue order; that is reported as well.
   EXPECT_THAT(p, Contains(HasSubstr("a dependency must be issued first")));
 }
@@ -183,7 +199,8 @@ TEST_F(Validate, HostWaitRunsOnNoStreamAndWaitsOnlyForEarlierOwnTasks) {
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("a host wait runs on the host; expected no stream")));
   EXPECT_THAT(p, Contains(HasSubstr("a host waits only for its own rank's tasks")));
-  EXPECT_THAT(p, Contains(HasSubstr("which is issued after the wait; the host would never issue it")));
+  EXPECT_THAT(p,
+              Contains(HasSubstr("which is issued after the wait; the host would never issue it")));
 }
 
 TEST_F(Validate, StreamsGroupsAndRanksAreChecked) {
@@ -237,8 +254,9 @@ TEST_F(Validate, IssueOrderMustListEveryTaskOfTheRankOnce) {
                                     "microbatch 0): forward on stream \"compute\", which belongs "
                                     "to another rank")));
   EXPECT_THAT(p, Contains("issue order of rank 0: task 50 does not exist"));
-  EXPECT_THAT(p, Contains(HasSubstr("microbatch 1): forward on stream \"compute\": missing from the "
-                                    "issue order of rank 0")));
+  EXPECT_THAT(p,
+              Contains(HasSubstr("microbatch 1): forward on stream \"compute\": missing from the "
+                                 "issue order of rank 0")));
   (void)z;
 }
 
@@ -249,7 +267,8 @@ TEST_F(Validate, WorkMustBeFiniteAndTagsMustBeIndicesOrNone) {
   Task bad_tag = compute(r0, c0, Phase::kForward, -5, 0);
   b.add(bad_tag);
   const auto p = problems();
-  EXPECT_THAT(p, Contains(HasSubstr("work of nan flops and 0 bytes; expected finite amounts >= 0")));
+  EXPECT_THAT(p,
+              Contains(HasSubstr("work of nan flops and 0 bytes; expected finite amounts >= 0")));
   EXPECT_THAT(p, Contains(HasSubstr("stage -5; expected an index >= 0 or none")));
 }
 
@@ -279,15 +298,21 @@ TEST_F(ValidateCollectives, MatchingMembersFormOneInstance) {
 TEST_F(ValidateCollectives, MissingMemberIsNamed) {
   add(0, {.bytes = 1024, .seq = 0});
   add(2, {.bytes = 1024, .seq = 0});
-  EXPECT_THAT(problems(), ElementsAre(
-      "unmatched collective: task 0 (rank 0): all-reduce of 1024 bytes on group \"dp\" (seq 0) on "
-      "stream \"dp-grad\"; rank 1 never issues seq 0 on group \"dp\"; expected every member of "
-      "the group to"));
+  EXPECT_THAT(
+      problems(),
+      ElementsAre(
+          "unmatched collective: task 0 (rank 0): all-reduce of 1024 bytes on group \"dp\" (seq 0) "
+          "on "
+          "stream \"dp-grad\"; rank 1 never issues seq 0 on group \"dp\"; expected every member of "
+          "the group to"));
 }
 
 TEST_F(ValidateCollectives, MembersMustAgreeOnOpBytesDtypeAndRoot) {
   add(0, {.op = CollectiveOp::kReduce, .bytes = 1024, .root = RankId{0}, .seq = 0});
-  add(1, {.op = CollectiveOp::kReduce, .bytes = 2048, .dtype = DType::kBf16, .root = RankId{1},
+  add(1, {.op = CollectiveOp::kReduce,
+          .bytes = 2048,
+          .dtype = DType::kBf16,
+          .root = RankId{1},
           .seq = 0});
   add(2, {.op = CollectiveOp::kBroadcast, .bytes = 1024, .root = RankId{0}, .seq = 0});
   const auto p = problems();
@@ -307,8 +332,8 @@ TEST_F(ValidateCollectives, SequenceNumbersMustRiseInIssueOrderOnEveryMember) {
     add(r, {.bytes = 8, .seq = swapped ? 1 : 0});
     add(r, {.bytes = 8, .seq = swapped ? 0 : 1});
   }
-  EXPECT_THAT(problems(), ElementsAre(HasSubstr(
-      "rank 2 issues seq 0 after seq 1 on group \"dp\"")));
+  EXPECT_THAT(problems(),
+              ElementsAre(HasSubstr("rank 2 issues seq 0 after seq 1 on group \"dp\"")));
 }
 
 TEST_F(ValidateCollectives, DuplicateSequenceNumberOnOneRankIsReported) {
@@ -320,11 +345,13 @@ TEST_F(ValidateCollectives, DuplicateSequenceNumberOnOneRankIsReported) {
 TEST_F(ValidateCollectives, IssuerMustBeAMemberAndRootedOpsNeedAMemberRoot) {
   GroupId pair = b.add_group("pair", {r0, r1});
   b.add({.rank = r2, .stream = grad[2], .op = Collective{.group = pair, .bytes = 8}});
-  b.add({.rank = r0, .stream = grad[0],
+  b.add({.rank = r0,
+         .stream = grad[0],
          .op = Collective{.op = CollectiveOp::kBroadcast, .group = pair, .bytes = 8, .seq = 1}});
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("rank 2 is not a member of group \"pair\"")));
-  EXPECT_THAT(p, Contains(HasSubstr("broadcast needs a root among the group's ranks; got rank -1")));
+  EXPECT_THAT(p,
+              Contains(HasSubstr("broadcast needs a root among the group's ranks; got rank -1")));
 }
 
 }  // namespace

@@ -74,10 +74,14 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
       return t;
     };
     const auto receive_gradient = [&](std::int32_t mb) {
-      gradient_recvs[static_cast<std::size_t>(mb)] = b.add(tagged(
-          {.rank = rank, .stream = in,
-           .op = Recv{.peer = RankId{r + 1}, .bytes = cfg.activation_bytes,
-                      .tag = p2p_tag(s + 1, mb, true), .what = P2PKind::kGradient}}, mb));
+      gradient_recvs[static_cast<std::size_t>(mb)] =
+          b.add(tagged({.rank = rank,
+                        .stream = in,
+                        .op = Recv{.peer = RankId{r + 1},
+                                   .bytes = cfg.activation_bytes,
+                                   .tag = p2p_tag(s + 1, mb, true),
+                                   .what = P2PKind::kGradient}},
+                       mb));
     };
     for (std::int32_t step : one_f_one_b_order(cfg.pp, s, cfg.microbatches)) {
       const bool forward = step >= 0;
@@ -85,22 +89,34 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
       if (forward) {
         TaskId input;
         if (s > 0) {
-          input = b.add(tagged({.rank = rank, .stream = in,
-                                .op = Recv{.peer = RankId{r - 1}, .bytes = cfg.activation_bytes,
-                                           .tag = p2p_tag(s - 1, mb, false)}}, mb));
+          input = b.add(tagged({.rank = rank,
+                                .stream = in,
+                                .op = Recv{.peer = RankId{r - 1},
+                                           .bytes = cfg.activation_bytes,
+                                           .tag = p2p_tag(s - 1, mb, false)}},
+                               mb));
         }
-        activations.push_back(b.add_buffer(rank, cfg.activation_bytes,
-                                           "activation s" + std::to_string(s) + " mb" + std::to_string(mb)));
-        Task f = tagged({.rank = rank, .stream = compute, .layers = layers,
+        activations.push_back(
+            b.add_buffer(rank, cfg.activation_bytes,
+                         "activation s" + std::to_string(s) + " mb" + std::to_string(mb)));
+        Task f = tagged({.rank = rank,
+                         .stream = compute,
+                         .layers = layers,
                          .allocates = {activations.back()},
-                         .op = Compute{.phase = Phase::kForward, .flops = cfg.forward_flops,
-                                       .shapes = {{1, 1024, 1024}}}}, mb);
+                         .op = Compute{.phase = Phase::kForward,
+                                       .flops = cfg.forward_flops,
+                                       .shapes = {{1, 1024, 1024}}}},
+                        mb);
         if (input.valid()) f.deps.push_back(input);
         const TaskId fid = b.add(f);
         if (s + 1 < cfg.pp) {
-          b.add(tagged({.rank = rank, .stream = out, .deps = {fid},
-                        .op = Send{.peer = RankId{r + 1}, .bytes = cfg.activation_bytes,
-                                   .tag = p2p_tag(s, mb, false)}}, mb));
+          b.add(tagged({.rank = rank,
+                        .stream = out,
+                        .deps = {fid},
+                        .op = Send{.peer = RankId{r + 1},
+                                   .bytes = cfg.activation_bytes,
+                                   .tag = p2p_tag(s, mb, false)}},
+                       mb));
         }
         continue;
       }
@@ -109,25 +125,40 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
         if (swap && mb == 0) receive_gradient(1);
         if (!(swap && mb == 1)) receive_gradient(mb);
       }
-      Task bwd = tagged({.rank = rank, .stream = compute, .layers = layers,
+      Task bwd = tagged({.rank = rank,
+                         .stream = compute,
+                         .layers = layers,
                          .uses = {activations[static_cast<std::size_t>(mb)]},
-                         .op = Compute{.phase = Phase::kBackward, .flops = 2 * cfg.forward_flops,
-                                       .shapes = {{1, 1024, 1024}}}}, mb);
+                         .op = Compute{.phase = Phase::kBackward,
+                                       .flops = 2 * cfg.forward_flops,
+                                       .shapes = {{1, 1024, 1024}}}},
+                        mb);
       if (s + 1 < cfg.pp) bwd.deps.push_back(gradient_recvs[static_cast<std::size_t>(mb)]);
       last_backward = b.add(bwd);
       if (s > 0) {
-        b.add(tagged({.rank = rank, .stream = out, .deps = {last_backward},
-                      .op = Send{.peer = RankId{r - 1}, .bytes = cfg.activation_bytes,
-                                 .tag = p2p_tag(s, mb, true), .what = P2PKind::kGradient}}, mb));
+        b.add(tagged({.rank = rank,
+                      .stream = out,
+                      .deps = {last_backward},
+                      .op = Send{.peer = RankId{r - 1},
+                                 .bytes = cfg.activation_bytes,
+                                 .tag = p2p_tag(s, mb, true),
+                                 .what = P2PKind::kGradient}},
+                     mb));
       }
     }
-    const TaskId reduce = b.add({.rank = rank, .stream = b.stream(rank, "dp-grad"),
-                                 .stage = StageId{s}, .bucket = BucketId{0},
+    const TaskId reduce = b.add({.rank = rank,
+                                 .stream = b.stream(rank, "dp-grad"),
+                                 .stage = StageId{s},
+                                 .bucket = BucketId{0},
                                  .deps = {last_backward},
                                  .op = Collective{.op = CollectiveOp::kAllReduce,
                                                   .group = dp_groups[static_cast<std::size_t>(s)],
-                                                  .bytes = cfg.bucket_bytes, .seq = 0}});
-    b.add({.rank = rank, .stream = compute, .stage = StageId{s}, .deps = {reduce},
+                                                  .bytes = cfg.bucket_bytes,
+                                                  .seq = 0}});
+    b.add({.rank = rank,
+           .stream = compute,
+           .stage = StageId{s},
+           .deps = {reduce},
            .op = Compute{.phase = Phase::kOptimizer}});
   }
   return std::move(b).build();

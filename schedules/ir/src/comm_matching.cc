@@ -3,13 +3,13 @@
 // member, all agreeing on op, bytes, dtype and root. Matched sets become the graph's
 // communication instances, which the interpreters start together (rendezvous).
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "graph_impl.h"
 
@@ -40,7 +40,9 @@ class Matcher {
 
  private:
   std::string describe(TaskId t) const { return describe_task(data_, t); }
-  std::string group_name(std::int32_t g) const { return data_.groups[static_cast<std::size_t>(g)].name; }
+  std::string group_name(std::int32_t g) const {
+    return data_.groups[static_cast<std::size_t>(g)].name;
+  }
   void problem(std::string text) { v_.problems.push_back(std::move(text)); }
 
   void collect();
@@ -78,31 +80,36 @@ void Matcher::match_pair(const P2PKey& key, const P2PEnds& ends) {
     const auto& send = std::get<Send>(data_.tasks[ends.sends[0].index()].op);
     const auto& recv = std::get<Recv>(data_.tasks[ends.recvs[0].index()].op);
     if (send.bytes != recv.bytes || send.what != recv.what) {
-      return problem(fmt::format("send and receive disagree: {} sends {} {} bytes but {} expects "
-                                 "{} {} bytes", describe(ends.sends[0]), send.bytes,
-                                 to_string(send.what), describe(ends.recvs[0]), recv.bytes,
-                                 to_string(recv.what)));
+      return problem(
+          fmt::format("send and receive disagree: {} sends {} {} bytes but {} expects "
+                      "{} {} bytes",
+                      describe(ends.sends[0]), send.bytes, to_string(send.what),
+                      describe(ends.recvs[0]), recv.bytes, to_string(recv.what)));
     }
     return add_instance({ends.sends[0], ends.recvs[0]});
   }
   if (ends.recvs.empty()) {
     for (TaskId s : ends.sends) {
-      problem(fmt::format("unmatched send: {}; expected a receive on rank {} from rank {} with "
-                          "tag {}", describe(s), to, from, tag));
+      problem(
+          fmt::format("unmatched send: {}; expected a receive on rank {} from rank {} with "
+                      "tag {}",
+                      describe(s), to, from, tag));
     }
   } else if (ends.sends.empty()) {
     for (TaskId r : ends.recvs) {
-      problem(fmt::format("unmatched receive: {}; expected a send on rank {} to rank {} with tag {}",
-                          describe(r), from, to, tag));
+      problem(
+          fmt::format("unmatched receive: {}; expected a send on rank {} to rank {} with tag {}",
+                      describe(r), from, to, tag));
     }
   } else {
     std::string list;
     for (const auto* side : {&ends.sends, &ends.recvs}) {
       for (TaskId t : *side) list += "\n      " + describe(t);
     }
-    problem(fmt::format("{} sends and {} receives share rank {} -> rank {} tag {}; expected "
-                        "exactly one of each:{}", ends.sends.size(), ends.recvs.size(), from, to,
-                        tag, list));
+    problem(
+        fmt::format("{} sends and {} receives share rank {} -> rank {} tag {}; expected "
+                    "exactly one of each:{}",
+                    ends.sends.size(), ends.recvs.size(), from, to, tag, list));
   }
 }
 
@@ -125,9 +132,10 @@ void Matcher::match_collective(const CollectiveKey& key, const std::vector<TaskI
   for (std::size_t m = 0; m < members.size(); ++m) {
     if (by_member[m].valid()) continue;
     complete = false;
-    problem(fmt::format("unmatched collective: {}; rank {} never issues seq {} on group \"{}\"; "
-                        "expected every member of the group to", describe(tasks.front()),
-                        members[m].value(), key.second, group_name(key.first)));
+    problem(fmt::format(
+        "unmatched collective: {}; rank {} never issues seq {} on group \"{}\"; "
+        "expected every member of the group to",
+        describe(tasks.front()), members[m].value(), key.second, group_name(key.first)));
   }
   if (complete && members_agree(key, by_member)) add_instance(by_member);
 }
@@ -139,9 +147,11 @@ bool Matcher::members_agree(const CollectiveKey& key, const std::vector<TaskId>&
     const auto& other = std::get<Collective>(data_.tasks[by_member[m].index()].op);
     const auto disagree = [&](const char* field, const std::string& a, const std::string& b) {
       agree = false;
-      problem(fmt::format("collective seq {} on group \"{}\": members disagree on {}: {} has {}, "
-                          "{} has {}", key.second, group_name(key.first), field,
-                          describe(by_member[0]), a, describe(by_member[m]), b));
+      problem(
+          fmt::format("collective seq {} on group \"{}\": members disagree on {}: {} has {}, "
+                      "{} has {}",
+                      key.second, group_name(key.first), field, describe(by_member[0]), a,
+                      describe(by_member[m]), b));
     };
     if (first.op != other.op) {
       disagree("op", std::string(to_string(first.op)), std::string(to_string(other.op)));
@@ -172,10 +182,11 @@ void Matcher::check_sequence_order() {
       if (fresh) continue;
       const auto& before = std::get<Collective>(data_.tasks[it->second.index()].op);
       if (before.seq > c->seq) {  // equal seqs are reported as duplicates
-        problem(fmt::format("rank {} issues seq {} after seq {} on group \"{}\" ({} after {}); "
-                            "expected increasing sequence numbers in issue order", r, c->seq,
-                            before.seq, group_name(c->group.value()), describe(t),
-                            describe(it->second)));
+        problem(
+            fmt::format("rank {} issues seq {} after seq {} on group \"{}\" ({} after {}); "
+                        "expected increasing sequence numbers in issue order",
+                        r, c->seq, before.seq, group_name(c->group.value()), describe(t),
+                        describe(it->second)));
       }
       it->second = t;
     }

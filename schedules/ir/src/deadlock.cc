@@ -2,9 +2,9 @@
 
 #include "metron/ir/deadlock.h"
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "metron/base/error.h"
 #include "metron/ir/ordering.h"

@@ -2,11 +2,11 @@
 // ordered; Tarjan's algorithm then finds the strongly connected components among what is left,
 // so each cycle is reported once with all its tasks, however many tasks hang below it.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "graph_impl.h"
 
@@ -54,14 +54,17 @@ std::vector<char> unorderable(const Adjacency& edges) {
 
 /// Iterative Tarjan restricted to `left`; returns components with more than one task.
 std::vector<std::vector<std::int32_t>> cycles_among(const Adjacency& edges,
-                                                     const std::vector<char>& left) {
+                                                    const std::vector<char>& left) {
   const std::size_t n = edges.size();
   std::vector<std::int32_t> index(n, -1), low(n, 0);
   std::vector<char> on_stack(n, 0);
   std::vector<std::int32_t> stack;
   std::vector<std::vector<std::int32_t>> out;
   std::int32_t counter = 0;
-  struct Frame { std::int32_t node; std::size_t next; };
+  struct Frame {
+    std::int32_t node;
+    std::size_t next;
+  };
   for (std::size_t root = 0; root < n; ++root) {
     if (!left[root] || index[root] >= 0) continue;
     std::vector<Frame> frames{{static_cast<std::int32_t>(root), 0}};

@@ -1,9 +1,9 @@
 // Human descriptions of tasks for error messages: they name rank, stage and microbatch (STYLE.md,
 // Errors §3) and must never index out of range, because validation describes broken graphs too.
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "metron/ir/graph.h"
 
@@ -47,8 +47,8 @@ std::string what_of(const GraphData& data, const Task& t) {
                          s.peer.value(), s.tag);
     }
     std::string operator()(const Recv& r) const {
-      return fmt::format("receive of {} {} bytes from rank {} (tag {})", to_string(r.what),
-                         r.bytes, r.peer.value(), r.tag);
+      return fmt::format("receive of {} {} bytes from rank {} (tag {})", to_string(r.what), r.bytes,
+                         r.peer.value(), r.tag);
     }
     std::string operator()(const HostWait& w) const {
       return fmt::format("host wait for task {}", w.target.value());

@@ -67,7 +67,8 @@ Task& GraphBuilder::task(TaskId id) {
 Graph GraphBuilder::build() && {
   Validation validation = validate_graph(data_);
   if (!validation.problems.empty()) throw InvalidGraph(std::move(validation.problems));
-  auto impl = std::make_shared<Graph::Impl>(build_graph_index(std::move(data_), std::move(validation)));
+  auto impl =
+      std::make_shared<Graph::Impl>(build_graph_index(std::move(data_), std::move(validation)));
   data_ = {};
   return Graph(std::move(impl));
 }

@@ -43,7 +43,7 @@ struct Graph::Impl {
   std::vector<TaskId> stream_succ;
   std::vector<TaskId> queue_pred;
   std::vector<TaskId> queue_succ;
-  CompressedRows dependents;    ///< per task
+  CompressedRows dependents;  ///< per task
   std::vector<std::int32_t> comm_instance;
   CompressedRows comm_members;
 };

@@ -40,7 +40,8 @@ void OrderingState::advance_host(std::size_t rank) {
 }
 
 void OrderingState::satisfy(TaskId task) {
-  METRON_ASSERT(pending_[task.index()] > 0, "condition satisfied twice for " + graph_.describe(task));
+  METRON_ASSERT(pending_[task.index()] > 0,
+                "condition satisfied twice for " + graph_.describe(task));
   if (--pending_[task.index()] == 0) on_ready(task);
 }
 

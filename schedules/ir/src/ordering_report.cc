@@ -2,9 +2,9 @@
 // progress (SimGrid's status dump). Each blocked stream head is named with what it waits for,
 // following partners across ranks one level deep.
 
-#include <string>
-
 #include <fmt/format.h>
+
+#include <string>
 
 #include "metron/ir/ordering.h"
 
@@ -39,9 +39,9 @@ std::string OrderingState::why_waiting(TaskId task) const {
     reasons.push_back(fmt::format("is queued behind {}", graph_.describe(p)));
   }
   if (const TaskId q = graph_.queue_predecessor(task);
-      q.valid() && (state_[q.index()] == TaskState::kNotIssued ||
-                    state_[q.index()] == TaskState::kWaiting ||
-                    state_[q.index()] == TaskState::kReady)) {
+      q.valid() &&
+      (state_[q.index()] == TaskState::kNotIssued || state_[q.index()] == TaskState::kWaiting ||
+       state_[q.index()] == TaskState::kReady)) {
     reasons.push_back(fmt::format("is behind {} on hardware queue {}", graph_.describe(q),
                                   graph_.queue_of(t.stream)));
   }
@@ -73,8 +73,8 @@ std::vector<std::string> OrderingState::describe_blocked() const {
       if (head == fifo.size()) continue;
       const TaskId t = fifo[head];
       const auto behind = fifo.size() - head - 1;
-      std::string line = fmt::format("rank {} stream \"{}\": {} ", r, graph_.stream(s).name,
-                                     graph_.describe(t));
+      std::string line =
+          fmt::format("rank {} stream \"{}\": {} ", r, graph_.stream(s).name, graph_.describe(t));
       if (state_[t.index()] == TaskState::kReady) {
         line += "is ready but waits for its partners:";
         for (TaskId m : graph_.comm_members(graph_.comm_instance(t))) {

@@ -2,13 +2,13 @@
 // cycles and buffers. Every problem is collected (STYLE.md, Errors §4); a task whose references
 // are broken is marked unusable so that later checks skip it instead of indexing out of range.
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "graph_impl.h"
 
@@ -85,7 +85,8 @@ void Checker::check_ranks_streams_groups_buffers() {
     if (!group_names.insert(grp.name).second) {
       problem(fmt::format("group {}: another group is already named \"{}\"", g, grp.name));
     }
-    if (grp.ranks.empty()) problem(fmt::format("group \"{}\": no ranks; expected at least one", grp.name));
+    if (grp.ranks.empty())
+      problem(fmt::format("group \"{}\": no ranks; expected at least one", grp.name));
     std::set<RankId> seen;
     for (RankId r : grp.ranks) {
       if (!in_range(r, num_ranks)) {
@@ -99,7 +100,8 @@ void Checker::check_ranks_streams_groups_buffers() {
   for (std::size_t b = 0; b < data_.buffers.size(); ++b) {
     const Buffer& buf = data_.buffers[b];
     if (!in_range(buf.rank, num_ranks)) {
-      problem(fmt::format("buffer {} \"{}\": rank {} does not exist", b, buf.name, buf.rank.value()));
+      problem(
+          fmt::format("buffer {} \"{}\": rank {} does not exist", b, buf.name, buf.rank.value()));
     }
     if (buf.bytes < 0) {
       problem(fmt::format("buffer {} \"{}\": {} bytes; expected >= 0", b, buf.name, buf.bytes));
@@ -130,7 +132,8 @@ void Checker::check_task_references(TaskId t) {
       bad_task(t, "depends on itself");
     } else if (data_.tasks[d.index()].rank != task.rank) {
       bad_task(t, fmt::format("depends on {}; dependencies cross ranks only through "
-                              "communication tasks", describe(d)));
+                              "communication tasks",
+                              describe(d)));
     }
   }
   for (const auto* list : {&task.allocates, &task.uses}) {
@@ -138,9 +141,10 @@ void Checker::check_task_references(TaskId t) {
       if (!in_range(b, data_.buffers.size())) {
         bad_task(t, fmt::format("uses buffer {}, which does not exist", b.value()));
       } else if (data_.buffers[b.index()].rank != task.rank) {
-        bad_task(t, fmt::format("uses buffer {} \"{}\" of rank {}; expected a buffer of its own rank",
-                                b.value(), data_.buffers[b.index()].name,
-                                data_.buffers[b.index()].rank.value()));
+        bad_task(t,
+                 fmt::format("uses buffer {} \"{}\" of rank {}; expected a buffer of its own rank",
+                             b.value(), data_.buffers[b.index()].name,
+                             data_.buffers[b.index()].rank.value()));
       }
     }
   }
@@ -176,16 +180,22 @@ void Checker::check_kind_references(TaskId t, const Task& task) {
     }
     if (c->bytes < 0) bad_task(t, fmt::format("{} bytes; expected >= 0", c->bytes));
   } else if (const auto* s = std::get_if<Send>(&task.op)) {
-    if (!in_range(s->peer, num_ranks)) bad_task(t, "the peer rank does not exist");
-    else if (s->peer == task.rank) bad_task(t, "sends to its own rank; expected another rank");
+    if (!in_range(s->peer, num_ranks))
+      bad_task(t, "the peer rank does not exist");
+    else if (s->peer == task.rank)
+      bad_task(t, "sends to its own rank; expected another rank");
     if (s->bytes < 0) bad_task(t, fmt::format("{} bytes; expected >= 0", s->bytes));
   } else if (const auto* r = std::get_if<Recv>(&task.op)) {
-    if (!in_range(r->peer, num_ranks)) bad_task(t, "the peer rank does not exist");
-    else if (r->peer == task.rank) bad_task(t, "receives from its own rank; expected another rank");
+    if (!in_range(r->peer, num_ranks))
+      bad_task(t, "the peer rank does not exist");
+    else if (r->peer == task.rank)
+      bad_task(t, "receives from its own rank; expected another rank");
     if (r->bytes < 0) bad_task(t, fmt::format("{} bytes; expected >= 0", r->bytes));
   } else if (const auto* w = std::get_if<HostWait>(&task.op)) {
-    if (!in_range(w->target, data_.tasks.size())) bad_task(t, "the awaited task does not exist");
-    else if (w->target == t) bad_task(t, "waits for itself");
+    if (!in_range(w->target, data_.tasks.size()))
+      bad_task(t, "the awaited task does not exist");
+    else if (w->target == t)
+      bad_task(t, "waits for itself");
     else if (data_.tasks[w->target.index()].rank != task.rank) {
       bad_task(t, fmt::format("waits for {}; a host waits only for its own rank's tasks",
                               describe(w->target)));
@@ -245,13 +255,17 @@ void Checker::check_dependency_order() {
     };
     for (TaskId d : task.deps) {
       if (later(d)) {
-        problem(fmt::format("{}: depends on {}, which rank {} issues after it; a dependency must "
-                            "be issued first", describe(task_id(i)), describe(d), task.rank.value()));
+        problem(
+            fmt::format("{}: depends on {}, which rank {} issues after it; a dependency must "
+                        "be issued first",
+                        describe(task_id(i)), describe(d), task.rank.value()));
       }
     }
     if (const auto* w = std::get_if<HostWait>(&task.op); w != nullptr && later(w->target)) {
-      problem(fmt::format("{}: waits for {}, which is issued after the wait; the host would never "
-                          "issue it", describe(task_id(i)), describe(w->target)));
+      problem(
+          fmt::format("{}: waits for {}, which is issued after the wait; the host would never "
+                      "issue it",
+                      describe(task_id(i)), describe(w->target)));
     }
   }
 }
@@ -268,12 +282,13 @@ void Checker::check_buffer_allocation() {
     if (who.size() == 1) continue;
     std::string list;
     for (TaskId t : who) list += (list.empty() ? "" : "; ") + describe(t);
-    problem(who.empty()
-                ? fmt::format("buffer {} \"{}\" of rank {} is never allocated; expected exactly one "
-                              "task that allocates it", b, data_.buffers[b].name,
-                              data_.buffers[b].rank.value())
-                : fmt::format("buffer {} \"{}\" is allocated {} times; expected once: {}", b,
-                              data_.buffers[b].name, who.size(), list));
+    problem(
+        who.empty()
+            ? fmt::format("buffer {} \"{}\" of rank {} is never allocated; expected exactly one "
+                          "task that allocates it",
+                          b, data_.buffers[b].name, data_.buffers[b].rank.value())
+            : fmt::format("buffer {} \"{}\" is allocated {} times; expected once: {}", b,
+                          data_.buffers[b].name, who.size(), list));
   }
 }
 

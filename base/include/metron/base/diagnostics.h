@@ -17,7 +17,9 @@ class Diagnostics {
 
   [[nodiscard]] bool empty() const noexcept { return counts_.empty(); }
   [[nodiscard]] std::size_t count(const std::string& kind) const;
-  [[nodiscard]] const std::map<std::string, std::size_t>& counts() const noexcept { return counts_; }
+  [[nodiscard]] const std::map<std::string, std::size_t>& counts() const noexcept {
+    return counts_;
+  }
   /// Messages in the order they were added, at most kMaxMessages per kind.
   [[nodiscard]] const std::vector<std::string>& messages() const noexcept { return messages_; }
 

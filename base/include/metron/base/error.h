@@ -87,10 +87,10 @@ std::string format_problem_list(const std::string& headline, const std::vector<s
 }  // namespace metron
 
 /// Checks an internal invariant in every build type (unlike assert()); throws InternalError.
-#define METRON_ASSERT(cond, msg)                                        \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      throw ::metron::InternalError(__FILE__, __LINE__,                 \
+#define METRON_ASSERT(cond, msg)                                                            \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      throw ::metron::InternalError(__FILE__, __LINE__,                                     \
                                     std::string("assertion `" #cond "` failed: ") + (msg)); \
-    }                                                                   \
+    }                                                                                       \
   } while (false)

@@ -24,7 +24,8 @@ class StrongId {
   constexpr explicit StrongId(Rep value) noexcept : value_(value) {}
 
   [[nodiscard]] constexpr Rep value() const noexcept { return value_; }
-  /// False for the "none" id; ids read from input may still be out of range, which validation checks.
+  /// False for the "none" id; ids read from input may still be out of range, which validation
+  /// checks.
   [[nodiscard]] constexpr bool valid() const noexcept { return value_ >= 0; }
   /// The id as a container index. Only meaningful when valid().
   [[nodiscard]] constexpr std::size_t index() const noexcept {

@@ -3,7 +3,8 @@
 // `1B0`, `0SEND_F1`, `1RECV_B0`, `0UNSHARD`, `(0F7;7B3)OVERLAP_F_B`), extended by metron with
 // the tokens a whole training step needs. Note [action syntax]:
 //
-//   compute   <stage>F<mb> | <stage>I<mb> | <stage>W<mb> | <stage>B<mb> | <stage>R<mb>   R: recompute
+//   compute   <stage>F<mb> | <stage>I<mb> | <stage>W<mb> | <stage>B<mb> | <stage>R<mb>   R:
+//   recompute
 //             [<stage>]STEP | [<stage>]OTHER[<mb>]                optimizer step / other compute
 //   p2p       <stage>SEND_F<mb>[@<peer>]  <stage>RECV_F<mb>[@<peer>]   (RECV uses the receiving
 //             <stage>SEND_B<mb>[@<peer>]  <stage>RECV_B<mb>[@<peer>]    stage, as in PyTorch)
@@ -67,7 +68,7 @@ struct Action {
   ActionType type = ActionType::kForward;
   std::int32_t stage = -1;
   std::int32_t microbatch = -1;
-  std::optional<std::int32_t> peer;          ///< p2p only: explicit `@peer`
+  std::optional<std::int32_t> peer;            ///< p2p only: explicit `@peer`
   std::optional<CollectiveAction> collective;  ///< kCollective only
   /// kOverlapForwardBackward: the two compute actions; kHostWait: the awaited action.
   std::vector<Action> sub;

@@ -14,9 +14,9 @@ namespace metron::ir {
 /// Outcome of the dry run.
 struct DeadlockReport {
   bool deadlocked = false;
-  std::int32_t steps = 0;           ///< unit-time rounds until done or stuck
-  std::int32_t completed = 0;       ///< tasks that completed
-  std::vector<std::string> blocked; ///< every blocked task and what it waits for
+  std::int32_t steps = 0;            ///< unit-time rounds until done or stuck
+  std::int32_t completed = 0;        ///< tasks that completed
+  std::vector<std::string> blocked;  ///< every blocked task and what it waits for
 };
 
 /// Runs the graph with unit costs (host waits cost nothing) and reports whether it gets stuck.

@@ -66,10 +66,10 @@ struct OverlapPart {
 /// Work on the device's math units.
 struct Compute {
   Phase phase = Phase::kOther;
-  double flops = 0;         ///< floating-point operations
-  double bytes_moved = 0;   ///< memory traffic, for roofline cost models
+  double flops = 0;                               ///< floating-point operations
+  double bytes_moved = 0;                         ///< memory traffic, for roofline cost models
   std::vector<std::vector<std::int64_t>> shapes;  ///< tensor shapes the executor allocates
-  std::string cost_key;     ///< names an entry of a measured cost profile instead of flops/bytes
+  std::string cost_key;  ///< names an entry of a measured cost profile instead of flops/bytes
   std::optional<OverlapPart> overlapped;  ///< set for OVERLAP_F_B units only
   friend bool operator==(const Compute&, const Compute&) = default;
 };
@@ -79,10 +79,11 @@ struct Compute {
 struct Collective {
   CollectiveOp op = CollectiveOp::kAllReduce;
   GroupId group;
-  std::int64_t bytes = 0;  ///< per-rank buffer size (input of all-reduce, output of all-gather, ...)
+  std::int64_t bytes =
+      0;  ///< per-rank buffer size (input of all-reduce, output of all-gather, ...)
   DType dtype = DType::kFp32;
-  RankId root;             ///< reduce and broadcast only
-  std::int64_t seq = 0;    ///< per-group sequence number, the same on every member
+  RankId root;           ///< reduce and broadcast only
+  std::int64_t seq = 0;  ///< per-group sequence number, the same on every member
   friend bool operator==(const Collective&, const Collective&) = default;
 };
 
@@ -104,7 +105,8 @@ struct Recv {
   friend bool operator==(const Recv&, const Recv&) = default;
 };
 
-/// The issuing host blocks until `target` (a task of the same rank) completes. It runs on no stream.
+/// The issuing host blocks until `target` (a task of the same rank) completes. It runs on no
+/// stream.
 struct HostWait {
   TaskId target;
   friend bool operator==(const HostWait&, const HostWait&) = default;

@@ -35,7 +35,7 @@ std::optional<Action> all_reduce(std::string group, std::int64_t seq, std::int64
       .type = ActionType::kCollective,
       .collective = CollectiveAction{.group = std::move(group), .seq = seq, .bytes = bytes}};
 }
-const std::optional<Action> idle = std::nullopt;
+const std::optional<Action> kIdle = std::nullopt;
 
 TEST(ParseRows, ReadsGroupsRanksIdlesAndSkipsComments) {
   const char* text =
@@ -48,8 +48,8 @@ TEST(ParseRows, ReadsGroupsRanksIdlesAndSkipsComments) {
       "   # indented comment\n"
       "rank 2:\n";
   ActionRows expected{.groups = {{.name = "dp0", .ranks = {0, 1}}, {.name = "solo", .ranks = {3}}},
-                      .rows = {Row{fwd(0, 0), idle, bwd(0, 0), all_reduce("dp0", 0, 8)},
-                               Row{fwd(1, 0), bwd(1, 0), idle, all_reduce("dp0", 0, 8)}, Row{}}};
+                      .rows = {Row{fwd(0, 0), kIdle, bwd(0, 0), all_reduce("dp0", 0, 8)},
+                               Row{fwd(1, 0), bwd(1, 0), kIdle, all_reduce("dp0", 0, 8)}, Row{}}};
   EXPECT_EQ(parse_rows(text), expected);
 }
 
@@ -60,7 +60,7 @@ TEST(ParseRows, AcceptsWindowsLineEndingsAndNoFinalNewline) {
 
 TEST(FormatRows, WritesGroupsThenRanksWithSingleSpaces) {
   ActionRows rows{.groups = {{.name = "dp0", .ranks = {0, 2}}, {.name = "empty"}},
-                  .rows = {Row{fwd(0, 0), idle, inp(0, 0), wgt(0, 0)}, Row{}, Row{idle}}};
+                  .rows = {Row{fwd(0, 0), kIdle, inp(0, 0), wgt(0, 0)}, Row{}, Row{kIdle}}};
   EXPECT_EQ(format_rows(rows),
             "group dp0: 0 2\n"
             "group empty:\n"
@@ -127,31 +127,32 @@ TEST(ParseCsv, ReadsPyTorchRowsWithEmptyCellsAsIdle) {
       "0F0,0F1,,0I0,0W0,0I1,0W1\n"
       "1F0,,1I0,1F1,1W0,1I1,1W1\n";
   ActionRows expected{
-      .rows = {Row{fwd(0, 0), fwd(0, 1), idle, inp(0, 0), wgt(0, 0), inp(0, 1), wgt(0, 1)},
-               Row{fwd(1, 0), idle, inp(1, 0), fwd(1, 1), wgt(1, 0), inp(1, 1), wgt(1, 1)}}};
+      .rows = {Row{fwd(0, 0), fwd(0, 1), kIdle, inp(0, 0), wgt(0, 0), inp(0, 1), wgt(0, 1)},
+               Row{fwd(1, 0), kIdle, inp(1, 0), fwd(1, 1), wgt(1, 0), inp(1, 1), wgt(1, 1)}}};
   EXPECT_EQ(parse_csv(csv), expected);
 }
 
 TEST(ParseCsv, StripsSpacesAndReadsPyTorchCommsAndCrLf) {
-  ActionRows expected{.rows = {Row{fwd(0, 0), act(ActionType::kSendForward, 0, 0), idle},
+  ActionRows expected{.rows = {Row{fwd(0, 0), act(ActionType::kSendForward, 0, 0), kIdle},
                                Row{act(ActionType::kRecvForward, 1, 0), fwd(1, 0),
                                    act(ActionType::kUnshard, 1, -1)}}};
   EXPECT_EQ(parse_csv(" 0F0 , 0SEND_F0 ,  \r\n1RECV_F0,1F0,1UNSHARD\r\n"), expected);
 }
 
 TEST(ParseCsv, ReadsQuotedCellsAndUnderscoreIdles) {
-  ActionRows expected{.rows = {Row{all_reduce("dp", 1, 4), fwd(0, 0), idle, idle}}};
+  ActionRows expected{.rows = {Row{all_reduce("dp", 1, 4), fwd(0, 0), kIdle, kIdle}}};
   EXPECT_EQ(parse_csv(" \"ALL_REDUCE[dp#1,bytes=4]\" ,\"0F0\",\"\",_\n"), expected);
 }
 
 TEST(ParseCsv, BlankLineIsARankWithoutActions) {
-  ActionRows expected{.rows = {Row{fwd(0, 0)}, Row{}, Row{idle}}};
+  ActionRows expected{.rows = {Row{fwd(0, 0)}, Row{}, Row{kIdle}}};
   EXPECT_EQ(parse_csv("0F0\n\n\"\"\n"), expected);
 }
 
 TEST(FormatCsv, WritesCellsWithoutSpacesAndQuotesCommas) {
-  ActionRows rows{.rows = {Row{fwd(0, 0), fwd(0, 1), idle, inp(0, 0), wgt(0, 0)},
-                           Row{idle, all_reduce("dp", 0, 8), bwd(1, 0), idle}, Row{}, Row{idle}}};
+  ActionRows rows{.rows = {Row{fwd(0, 0), fwd(0, 1), kIdle, inp(0, 0), wgt(0, 0)},
+                           Row{kIdle, all_reduce("dp", 0, 8), bwd(1, 0), kIdle}, Row{},
+                           Row{kIdle}}};
   std::string expected =
       "0F0,0F1,,0I0,0W0\n"
       ",\"ALL_REDUCE[dp#0,bytes=8]\",1B0,\n"

@@ -102,7 +102,8 @@ class RowsGenerator {
   // Whether a compute action of (replica, what, stage, mb) was emitted; what: F=0, I or B=1, I=2.
   [[nodiscard]] std::size_t done_index(std::int32_t d, int what, std::int32_t s,
                                        std::int32_t mb) const {
-    return static_cast<std::size_t>(((d * 3 + what) * stages_ + s) * microbatches_ + mb);
+    const auto index = ((std::int64_t{d} * 3 + what) * stages_ + s) * microbatches_ + mb;
+    return static_cast<std::size_t>(index);
   }
   [[nodiscard]] bool is_done(std::int32_t d, int what, std::int32_t s, std::int32_t mb) const {
     return done_[done_index(d, what, s, mb)] != 0;
@@ -286,13 +287,13 @@ constexpr std::uint32_t kCases = 300;
 
 // Generated once: the sweeps share the cases, seeds 0..kCases-1.
 const std::vector<ActionRows>& generated() {
-  static const std::vector<ActionRows> cases = [] {
+  static const std::vector<ActionRows> kAll = [] {
     std::vector<ActionRows> out;
     for (std::uint32_t seed = 0; seed < kCases; ++seed)
       out.push_back(RowsGenerator(seed).generate());
     return out;
   }();
-  return cases;
+  return kAll;
 }
 
 // The sweeps mean something only if the cases hold every kind of token the graph form has.

@@ -24,34 +24,34 @@ using namespace metron::ir::testing;
 /// Two ranks with compute, send and receive streams each.
 class Validate : public ::testing::Test {
  protected:
-  std::vector<std::string> problems() const { return find_problems(b.data()); }
+  std::vector<std::string> problems() const { return find_problems(b_.data()); }
 
-  GraphBuilder b;
-  RankId r0 = b.add_rank();
-  RankId r1 = b.add_rank();
-  StreamId c0 = b.add_stream(r0, "compute");
-  StreamId s0 = b.add_stream(r0, "pp-send");
-  StreamId v0 = b.add_stream(r0, "pp-recv");
-  StreamId c1 = b.add_stream(r1, "compute");
-  StreamId s1 = b.add_stream(r1, "pp-send");
-  StreamId v1 = b.add_stream(r1, "pp-recv");
+  GraphBuilder b_;
+  RankId r0_ = b_.add_rank();
+  RankId r1_ = b_.add_rank();
+  StreamId c0_ = b_.add_stream(r0_, "compute");
+  StreamId s0_ = b_.add_stream(r0_, "pp-send");
+  StreamId v0_ = b_.add_stream(r0_, "pp-recv");
+  StreamId c1_ = b_.add_stream(r1_, "compute");
+  StreamId s1_ = b_.add_stream(r1_, "pp-send");
+  StreamId v1_ = b_.add_stream(r1_, "pp-recv");
 };
 
 TEST_F(Validate, WellFormedGraphHasNoProblems) {
-  TaskId f = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  b.add(after(send(r0, s0, 1, 64, 1), f));
-  TaskId rv = b.add(recv(r1, v1, 0, 64, 1));
-  b.add(after(compute(r1, c1, Phase::kForward, 1, 0), rv));
+  TaskId f = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  b_.add(after(send(r0_, s0_, 1, 64, 1), f));
+  TaskId rv = b_.add(recv(r1_, v1_, 0, 64, 1));
+  b_.add(after(compute(r1_, c1_, Phase::kForward, 1, 0), rv));
   EXPECT_THAT(problems(), IsEmpty());
-  EXPECT_NO_THROW((void)std::move(b).build());
+  EXPECT_NO_THROW((void)std::move(b_).build());
 }
 
 TEST_F(Validate, BuildThrowsOneInvalidGraphListingEveryProblem) {
-  b.add(send(r0, s0, 1, 64, 1));                               // unmatched send
-  b.add(compute(r1, s0, Phase::kForward, 1, 0));               // on rank 0's stream
-  b.add(after(compute(r0, c0, Phase::kForward), TaskId{42}));  // dangling dependency
+  b_.add(send(r0_, s0_, 1, 64, 1));                               // unmatched send
+  b_.add(compute(r1_, s0_, Phase::kForward, 1, 0));               // on rank 0's stream
+  b_.add(after(compute(r0_, c0_, Phase::kForward), TaskId{42}));  // dangling dependency
   try {
-    (void)std::move(b).build();
+    (void)std::move(b_).build();
     FAIL() << "expected InvalidGraph";
   } catch (const InvalidGraph& e) {
     EXPECT_THAT(e.problems(), SizeIs(3));
@@ -64,10 +64,10 @@ TEST_F(Validate, BuildThrowsOneInvalidGraphListingEveryProblem) {
 }
 
 TEST_F(Validate, UnmatchedSendNamesTheReceiveItExpected) {
-  Task t = send(r0, s0, 1, 64, 5);
+  Task t = send(r0_, s0_, 1, 64, 5);
   t.stage = StageId{0};
   t.microbatch = MicrobatchId{3};
-  b.add(t);
+  b_.add(t);
   EXPECT_THAT(
       problems(),
       ElementsAre(
@@ -77,7 +77,7 @@ TEST_F(Validate, UnmatchedSendNamesTheReceiveItExpected) {
 }
 
 TEST_F(Validate, UnmatchedReceiveNamesTheSendItExpected) {
-  b.add(recv(r1, v1, 0, 64, 9, P2PKind::kGradient));
+  b_.add(recv(r1_, v1_, 0, 64, 9, P2PKind::kGradient));
   EXPECT_THAT(
       problems(),
       ElementsAre(
@@ -86,15 +86,15 @@ TEST_F(Validate, UnmatchedReceiveNamesTheSendItExpected) {
 }
 
 TEST_F(Validate, ReceiveWithTheWrongTagDoesNotMatch) {
-  b.add(send(r0, s0, 1, 64, 1));
-  b.add(recv(r1, v1, 0, 64, 2));
+  b_.add(send(r0_, s0_, 1, 64, 1));
+  b_.add(recv(r1_, v1_, 0, 64, 2));
   EXPECT_THAT(problems(), ElementsAre(HasSubstr("unmatched send"), HasSubstr("unmatched receive")));
 }
 
 TEST_F(Validate, TwoSendsWithOneTagAreReported) {
-  b.add(send(r0, s0, 1, 64, 1));
-  b.add(send(r0, s0, 1, 64, 1));
-  b.add(recv(r1, v1, 0, 64, 1));
+  b_.add(send(r0_, s0_, 1, 64, 1));
+  b_.add(send(r0_, s0_, 1, 64, 1));
+  b_.add(recv(r1_, v1_, 0, 64, 1));
   EXPECT_THAT(
       problems(),
       ElementsAre(HasSubstr(
@@ -102,27 +102,27 @@ TEST_F(Validate, TwoSendsWithOneTagAreReported) {
 }
 
 TEST_F(Validate, SendAndReceiveMustAgreeOnBytes) {
-  b.add(send(r0, s0, 1, 64, 1));
-  b.add(recv(r1, v1, 0, 32, 1));
+  b_.add(send(r0_, s0_, 1, 64, 1));
+  b_.add(recv(r1_, v1_, 0, 32, 1));
   EXPECT_THAT(problems(), ElementsAre(AllOf(HasSubstr("send and receive disagree"),
                                             HasSubstr("sends 64 activation bytes"),
                                             HasSubstr("expects 32 activation bytes"))));
 }
 
 TEST_F(Validate, SendToItselfIsRejected) {
-  b.add(send(r0, s0, 0, 64, 1));
+  b_.add(send(r0_, s0_, 0, 64, 1));
   EXPECT_THAT(problems(), Contains(HasSubstr("sends to its own rank; expected another rank")));
 }
 
 TEST_F(Validate, DanglingIdsAreReportedNotDereferenced) {
-  b.add(compute(RankId{7}, c0, Phase::kForward));
-  b.add(compute(r0, StreamId{99}, Phase::kForward));
-  b.add(send(r0, s0, 5, 64, 1));
-  Task uses = compute(r0, c0, Phase::kForward);
+  b_.add(compute(RankId{7}, c0_, Phase::kForward));
+  b_.add(compute(r0_, StreamId{99}, Phase::kForward));
+  b_.add(send(r0_, s0_, 5, 64, 1));
+  Task uses = compute(r0_, c0_, Phase::kForward);
   uses.uses.push_back(BufferId{3});
-  b.add(uses);
-  b.add(collective(r0, c0, GroupId{4}, 8, 0));
-  b.add(host_wait(r0, TaskId{123}));
+  b_.add(uses);
+  b_.add(collective(r0_, c0_, GroupId{4}, 8, 0));
+  b_.add(host_wait(r0_, TaskId{123}));
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("task 0 (rank 7): forward on stream \"compute\": rank 7 does "
                                     "not exist; expected 0..1")));
@@ -134,7 +134,7 @@ TEST_F(Validate, DanglingIdsAreReportedNotDereferenced) {
 }
 
 TEST_F(Validate, TaskOnAnotherRanksStreamIsReported) {
-  b.add(compute(r0, c1, Phase::kForward, 0, 0));
+  b_.add(compute(r0_, c1_, Phase::kForward, 0, 0));
   EXPECT_THAT(
       problems(),
       ElementsAre(
@@ -143,8 +143,8 @@ TEST_F(Validate, TaskOnAnotherRanksStreamIsReported) {
 }
 
 TEST_F(Validate, DependenciesCrossRanksOnlyThroughCommunication) {
-  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  b.add(after(compute(r1, c1, Phase::kForward, 1, 0), a));
+  TaskId a = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  b_.add(after(compute(r1_, c1_, Phase::kForward, 1, 0), a));
   EXPECT_THAT(
       problems(),
       ElementsAre(HasSubstr(
@@ -153,21 +153,21 @@ TEST_F(Validate, DependenciesCrossRanksOnlyThroughCommunication) {
 }
 
 TEST_F(Validate, DependencyIssuedLaterIsReported) {
-  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  TaskId later = b.add(compute(r0, s0, Phase::kOther));
-  b.precede(later, a);
+  TaskId a = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  TaskId later = b_.add(compute(r0_, s0_, Phase::kOther));
+  b_.precede(later, a);
   EXPECT_THAT(
       problems(),
       ElementsAre(HasSubstr("which rank 0 issues after it; a dependency must be issued first")));
 }
 
 TEST_F(Validate, CycleIsReportedWithAllItsTasks) {
-  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  TaskId x = b.add(compute(r0, s0, Phase::kOther));
-  TaskId y = b.add(compute(r0, v0, Phase::kOther));
-  b.precede(a, x);
-  b.precede(x, y);
-  b.precede(y, a);
+  TaskId a = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  TaskId x = b_.add(compute(r0_, s0_, Phase::kOther));
+  TaskId y = b_.add(compute(r0_, v0_, Phase::kOther));
+  b_.precede(a, x);
+  b_.precede(x, y);
+  b_.precede(y, a);
   const auto p = problems();
   EXPECT_THAT(
       p,
@@ -181,21 +181,21 @@ TEST_F(Validate, CycleIsReportedWithAllItsTasks) {
 }
 
 TEST_F(Validate, TaskDependingOnItselfIsReported) {
-  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  b.precede(a, a);
+  TaskId a = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  b_.precede(a, a);
   EXPECT_THAT(problems(), ElementsAre(HasSubstr("depends on itself")));
 }
 
 TEST_F(Validate, HostWaitRunsOnNoStreamAndWaitsOnlyForEarlierOwnTasks) {
-  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  Task on_stream = host_wait(r0, a);
-  on_stream.stream = c0;
-  b.add(on_stream);
-  TaskId other = b.add(compute(r1, c1, Phase::kForward, 1, 0));
-  b.add(host_wait(r0, other));
-  TaskId w = b.add(host_wait(r0, a));
-  TaskId later = b.add(compute(r0, c0, Phase::kOther));
-  std::get<HostWait>(b.task(w).op).target = later;
+  TaskId a = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  Task on_stream = host_wait(r0_, a);
+  on_stream.stream = c0_;
+  b_.add(on_stream);
+  TaskId other = b_.add(compute(r1_, c1_, Phase::kForward, 1, 0));
+  b_.add(host_wait(r0_, other));
+  TaskId w = b_.add(host_wait(r0_, a));
+  TaskId later = b_.add(compute(r0_, c0_, Phase::kOther));
+  std::get<HostWait>(b_.task(w).op).target = later;
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("a host wait runs on the host; expected no stream")));
   EXPECT_THAT(p, Contains(HasSubstr("a host waits only for its own rank's tasks")));
@@ -204,12 +204,12 @@ TEST_F(Validate, HostWaitRunsOnNoStreamAndWaitsOnlyForEarlierOwnTasks) {
 }
 
 TEST_F(Validate, StreamsGroupsAndRanksAreChecked) {
-  b.add_stream(r0, "compute");
-  b.add_stream(r0, "");
-  b.add_group("dp", {r0, r0});
-  b.add_group("dp", {});
-  b.add_group("tp", {RankId{9}});
-  b.add_rank(Rank{.hardware_queues = 0});
+  b_.add_stream(r0_, "compute");
+  b_.add_stream(r0_, "");
+  b_.add_group("dp", {r0_, r0_});
+  b_.add_group("dp", {});
+  b_.add_group("tp", {RankId{9}});
+  b_.add_rank(Rank{.hardware_queues = 0});
   const auto p = problems();
   EXPECT_THAT(p, Contains("stream 6: rank 0 already has a stream named \"compute\""));
   EXPECT_THAT(p, Contains("stream 7: empty name; expected a name"));
@@ -221,18 +221,18 @@ TEST_F(Validate, StreamsGroupsAndRanksAreChecked) {
 }
 
 TEST_F(Validate, BuffersAreAllocatedExactlyOnceOnTheirOwnRank) {
-  BufferId never = b.add_buffer(r0, 64, "never");
-  BufferId twice = b.add_buffer(r0, 64, "twice");
-  BufferId foreign = b.add_buffer(r1, 64, "foreign");
-  b.add_buffer(r0, -1, "negative");
-  Task a = compute(r0, c0, Phase::kForward, 0, 0);
+  BufferId never = b_.add_buffer(r0_, 64, "never");
+  BufferId twice = b_.add_buffer(r0_, 64, "twice");
+  BufferId foreign = b_.add_buffer(r1_, 64, "foreign");
+  b_.add_buffer(r0_, -1, "negative");
+  Task a = compute(r0_, c0_, Phase::kForward, 0, 0);
   a.allocates = {twice};
   a.uses = {never};
-  b.add(a);
-  b.add(a);
-  Task c = compute(r0, c0, Phase::kBackward, 0, 0);
+  b_.add(a);
+  b_.add(a);
+  Task c = compute(r0_, c0_, Phase::kBackward, 0, 0);
   c.allocates = {foreign};
-  b.add(c);
+  b_.add(c);
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("buffer 0 \"never\" of rank 0 is never allocated; expected "
                                     "exactly one task that allocates it")));
@@ -243,10 +243,10 @@ TEST_F(Validate, BuffersAreAllocatedExactlyOnceOnTheirOwnRank) {
 }
 
 TEST_F(Validate, IssueOrderMustListEveryTaskOfTheRankOnce) {
-  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
-  TaskId z = b.add(compute(r0, c0, Phase::kForward, 0, 1));
-  TaskId other = b.add(compute(r1, c1, Phase::kForward, 1, 0));
-  b.set_issue_order(r0, {a, a, other, TaskId{50}});
+  TaskId a = b_.add(compute(r0_, c0_, Phase::kForward, 0, 0));
+  TaskId z = b_.add(compute(r0_, c0_, Phase::kForward, 0, 1));
+  TaskId other = b_.add(compute(r1_, c1_, Phase::kForward, 1, 0));
+  b_.set_issue_order(r0_, {a, a, other, TaskId{50}});
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("issue order of rank 0: lists task 0 (rank 0, stage 0, "
                                     "microbatch 0): forward on stream \"compute\" twice")));
@@ -261,11 +261,11 @@ TEST_F(Validate, IssueOrderMustListEveryTaskOfTheRankOnce) {
 }
 
 TEST_F(Validate, WorkMustBeFiniteAndTagsMustBeIndicesOrNone) {
-  Task nan_work = compute(r0, c0, Phase::kForward, 0, 0);
+  Task nan_work = compute(r0_, c0_, Phase::kForward, 0, 0);
   std::get<Compute>(nan_work.op).flops = std::nan("");
-  b.add(nan_work);
-  Task bad_tag = compute(r0, c0, Phase::kForward, -5, 0);
-  b.add(bad_tag);
+  b_.add(nan_work);
+  Task bad_tag = compute(r0_, c0_, Phase::kForward, -5, 0);
+  b_.add(bad_tag);
   const auto p = problems();
   EXPECT_THAT(p,
               Contains(HasSubstr("work of nan flops and 0 bytes; expected finite amounts >= 0")));
@@ -275,19 +275,19 @@ TEST_F(Validate, WorkMustBeFiniteAndTagsMustBeIndicesOrNone) {
 /// Three ranks in a data-parallel group with a stream for gradient collectives each.
 class ValidateCollectives : public ::testing::Test {
  protected:
-  std::vector<std::string> problems() const { return find_problems(b.data()); }
+  std::vector<std::string> problems() const { return find_problems(b_.data()); }
   TaskId add(std::int32_t rank, Collective c) {
-    c.group = dp;
-    return b.add({.rank = RankId{rank}, .stream = grad[static_cast<std::size_t>(rank)], .op = c});
+    c.group = dp_;
+    return b_.add({.rank = RankId{rank}, .stream = grad_[static_cast<std::size_t>(rank)], .op = c});
   }
 
-  GraphBuilder b;
-  RankId r0 = b.add_rank();
-  RankId r1 = b.add_rank();
-  RankId r2 = b.add_rank();
-  std::vector<StreamId> grad{b.add_stream(r0, "dp-grad"), b.add_stream(r1, "dp-grad"),
-                             b.add_stream(r2, "dp-grad")};
-  GroupId dp = b.add_group("dp", {r0, r1, r2});
+  GraphBuilder b_;
+  RankId r0_ = b_.add_rank();
+  RankId r1_ = b_.add_rank();
+  RankId r2_ = b_.add_rank();
+  std::vector<StreamId> grad_{b_.add_stream(r0_, "dp-grad"), b_.add_stream(r1_, "dp-grad"),
+                              b_.add_stream(r2_, "dp-grad")};
+  GroupId dp_ = b_.add_group("dp", {r0_, r1_, r2_});
 };
 
 TEST_F(ValidateCollectives, MatchingMembersFormOneInstance) {
@@ -305,6 +305,17 @@ TEST_F(ValidateCollectives, MissingMemberIsNamed) {
           "on "
           "stream \"dp-grad\"; rank 1 never issues seq 0 on group \"dp\"; expected every member of "
           "the group to"));
+}
+
+TEST_F(ValidateCollectives, MembersThatNameDifferentGroupsAreToldSo) {
+  GroupId other = b_.add_group("dp-copy", {r0_, r1_, r2_});
+  add(0, {.bytes = 8, .seq = 4});
+  add(1, {.bytes = 8, .seq = 4});
+  b_.add({.rank = r2_, .stream = grad_[2], .op = Collective{.group = other, .bytes = 8, .seq = 4}});
+  const auto p = problems();
+  EXPECT_THAT(p, Contains(AllOf(HasSubstr("rank 2 never issues seq 4 on group \"dp\""),
+                                HasSubstr("members disagree on the group: rank 2 issues seq 4 on "
+                                          "group \"dp-copy\" instead (task 2 (rank 2)"))));
 }
 
 TEST_F(ValidateCollectives, MembersMustAgreeOnOpBytesDtypeAndRoot) {
@@ -343,11 +354,11 @@ TEST_F(ValidateCollectives, DuplicateSequenceNumberOnOneRankIsReported) {
 }
 
 TEST_F(ValidateCollectives, IssuerMustBeAMemberAndRootedOpsNeedAMemberRoot) {
-  GroupId pair = b.add_group("pair", {r0, r1});
-  b.add({.rank = r2, .stream = grad[2], .op = Collective{.group = pair, .bytes = 8}});
-  b.add({.rank = r0,
-         .stream = grad[0],
-         .op = Collective{.op = CollectiveOp::kBroadcast, .group = pair, .bytes = 8, .seq = 1}});
+  GroupId pair = b_.add_group("pair", {r0_, r1_});
+  b_.add({.rank = r2_, .stream = grad_[2], .op = Collective{.group = pair, .bytes = 8}});
+  b_.add({.rank = r0_,
+          .stream = grad_[0],
+          .op = Collective{.op = CollectiveOp::kBroadcast, .group = pair, .bytes = 8, .seq = 1}});
   const auto p = problems();
   EXPECT_THAT(p, Contains(HasSubstr("rank 2 is not a member of group \"pair\"")));
   EXPECT_THAT(p,

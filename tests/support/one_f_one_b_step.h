@@ -20,8 +20,9 @@ struct OneFOneBStep {
   std::int32_t microbatches = 4;
   /// On rank 0, post the receive of microbatch 1's gradient before microbatch 0's: a deadlock.
   bool swap_first_gradient_receives = false;
-  std::int64_t activation_bytes = 2 * 1024 * 1024;  ///< microbatch 1 x seq 1024 x hidden 1024, bf16
-  std::int64_t bucket_bytes = 96 * 1024 * 1024;     ///< a stage's gradients
+  std::int64_t activation_bytes =
+      std::int64_t{2} * 1024 * 1024;  ///< microbatch 1 x seq 1024 x hidden 1024, bf16
+  std::int64_t bucket_bytes = std::int64_t{96} * 1024 * 1024;  ///< a stage's gradients
   double forward_flops = 5.15e10;
 };
 

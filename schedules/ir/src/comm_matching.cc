@@ -49,6 +49,7 @@ class Matcher {
   void match_pair(const P2PKey& key, const P2PEnds& ends);
   void match_collective(const CollectiveKey& key, const std::vector<TaskId>& tasks);
   bool members_agree(const CollectiveKey& key, const std::vector<TaskId>& by_member);
+  std::string elsewhere(RankId rank, const CollectiveKey& key) const;
   void check_sequence_order();
   void add_instance(const std::vector<TaskId>& members);
 
@@ -132,12 +133,30 @@ void Matcher::match_collective(const CollectiveKey& key, const std::vector<TaskI
   for (std::size_t m = 0; m < members.size(); ++m) {
     if (by_member[m].valid()) continue;
     complete = false;
-    problem(fmt::format(
-        "unmatched collective: {}; rank {} never issues seq {} on group \"{}\"; "
-        "expected every member of the group to",
-        describe(tasks.front()), members[m].value(), key.second, group_name(key.first)));
+    problem(
+        fmt::format("unmatched collective: {}; rank {} never issues seq {} on group \"{}\"; "
+                    "expected every member of the group to{}",
+                    describe(tasks.front()), members[m].value(), key.second, group_name(key.first),
+                    elsewhere(members[m], key)));
   }
   if (complete && members_agree(key, by_member)) add_instance(by_member);
+}
+
+// When a member lacks (group, seq) but issues that seq on another group, the likely mistake is
+// that the members disagree on the group: say so.
+std::string Matcher::elsewhere(RankId rank, const CollectiveKey& key) const {
+  std::string out;
+  for (const auto& [other, tasks] : collectives_) {
+    if (other.second != key.second || other.first == key.first) continue;
+    for (TaskId t : tasks) {
+      if (data_.tasks[t.index()].rank != rank) continue;
+      out += fmt::format(
+          "; members disagree on the group: rank {} issues seq {} on group \"{}\" "
+          "instead ({})",
+          rank.value(), key.second, group_name(other.first), describe(t));
+    }
+  }
+  return out;
 }
 
 bool Matcher::members_agree(const CollectiveKey& key, const std::vector<TaskId>& by_member) {

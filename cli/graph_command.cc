@@ -143,6 +143,11 @@ void run_convert(const ConvertOptions& options) {
   write_file_atomically(options.output, render_graph(graph, to));
 }
 
+void add_format_option(CLI::App& command, const std::string& name,
+                       std::optional<std::string>& value, const std::string& help) {
+  command.add_option(name, value, help)->check(CLI::IsMember(kGraphFormatNames));
+}
+
 void add_check(CLI::App& graph) {
   auto options = std::make_shared<CheckOptions>();
   CLI::App* check = graph.add_subcommand(
@@ -154,8 +159,7 @@ void add_check(CLI::App& graph) {
   check
       ->add_option("file", options->path, "graph file (.json, .csv, or the text form); - for stdin")
       ->required();
-  check->add_option("--from", options->from, "input format, instead of guessing from the name")
-      ->check(CLI::IsMember({"json", "text", "csv"}));
+  add_format_option(*check, "--from", options->from, "input format (default: from the file name)");
   check->add_flag("-q,--quiet", options->quiet, "print nothing when the graph is valid");
   check->footer(
       "\nExamples:\n  metron graph check examples/1f1b-2stage-dp2.json\n"
@@ -172,11 +176,10 @@ void add_convert(CLI::App& graph) {
       "atomically (never half-written).");
   convert->add_option("input", options->input, "graph to read; - for stdin")->required();
   convert->add_option("output", options->output, "file to write; - for stdout")->required();
-  convert->add_option("--from", options->from, "input format (default: from the file name)")
-      ->check(CLI::IsMember({"json", "text", "csv"}));
-  convert
-      ->add_option("--to", options->to, "output format (default: from the file name; text for -)")
-      ->check(CLI::IsMember({"json", "text", "csv"}));
+  add_format_option(*convert, "--from", options->from,
+                    "input format (default: from the file name)");
+  add_format_option(*convert, "--to", options->to,
+                    "output format (default: from the file name; text for -)");
   convert->footer(
       "\nExamples:\n  metron graph convert examples/1f1b-2stage-dp2.json step.txt\n"
       "  metron graph convert schedule.csv schedule.json\n"

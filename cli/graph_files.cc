@@ -26,11 +26,10 @@ bool looks_like_json(std::string_view content) {
 
 GraphFormat graph_format(const std::string& path, const std::optional<std::string>& flag) {
   if (flag) {
-    if (*flag == "json") return GraphFormat::kJson;
-    if (*flag == "text") return GraphFormat::kText;
-    if (*flag == "csv") return GraphFormat::kCsv;
-    throw InvalidConfig("unknown graph format \"" + *flag + "\"; expected one of " +
-                        kGraphFormatNames);
+    for (std::size_t i = 0; i < kGraphFormatNames.size(); ++i) {
+      if (*flag == kGraphFormatNames[i]) return static_cast<GraphFormat>(i);
+    }
+    throw InvalidConfig("unknown graph format \"" + *flag + "\"; expected json, text or csv");
   }
   if (ends_with(path, ".json")) return GraphFormat::kJson;
   if (ends_with(path, ".csv")) return GraphFormat::kCsv;

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "metron/base/diagnostics.h"
 #include "metron/ir/graph.h"
@@ -12,8 +13,8 @@ namespace metron::cli {
 
 enum class GraphFormat { kJson, kText, kCsv };
 
-/// The names accepted by --from / --to.
-inline constexpr const char* kGraphFormatNames = "json|text|csv";
+/// The names accepted by --from / --to, in GraphFormat order.
+inline const std::vector<std::string> kGraphFormatNames{"json", "text", "csv"};
 
 /// The format named by `flag` (json, text, csv) or, when absent, by the file name: `.json` is
 /// JSON, `.csv` is CSV, anything else is text. Throws InvalidConfig for an unknown name.

@@ -47,6 +47,14 @@ void BM_BuildAndValidate(benchmark::State& state) {
 }
 BENCHMARK(BM_BuildAndValidate)->Apply(sizes);
 
+// Validation and indexing alone: rebuild an existing graph's data.
+void BM_Revalidate(benchmark::State& state) {
+  const metron::ir::Graph g = metron::testing::build_one_f_one_b_step(config(state));
+  for (auto _ : state) benchmark::DoNotOptimize(metron::ir::GraphBuilder(g).build());
+  report_tasks(state, g);
+}
+BENCHMARK(BM_Revalidate)->Apply(sizes);
+
 void BM_DeadlockDryRun(benchmark::State& state) {
   const metron::ir::Graph g = metron::testing::build_one_f_one_b_step(config(state));
   for (auto _ : state) benchmark::DoNotOptimize(metron::ir::find_deadlock(g));

@@ -13,40 +13,24 @@
 namespace metron::ir {
 namespace {
 
-using Adjacency = std::vector<std::vector<std::int32_t>>;
-
-Adjacency edges_of(const GraphData& data, const std::vector<char>& usable) {
-  Adjacency out(data.tasks.size());
-  for (std::size_t i = 0; i < data.tasks.size(); ++i) {
-    if (!usable[i]) continue;
-    const auto to = static_cast<std::int32_t>(i);
-    for (TaskId d : data.tasks[i].deps) {
-      if (usable[d.index()]) out[d.index()].push_back(to);
-    }
-    if (const auto* w = std::get_if<HostWait>(&data.tasks[i].op); w && usable[w->target.index()]) {
-      out[w->target.index()].push_back(to);
-    }
-  }
-  return out;
-}
+using Adjacency = CompressedRows;
 
 /// Marks the tasks Kahn's algorithm cannot order (members of cycles and what depends on them).
 std::vector<char> unorderable(const Adjacency& edges) {
-  std::vector<std::int32_t> indegree(edges.size(), 0);
-  for (const auto& out : edges) {
-    for (auto to : out) ++indegree[static_cast<std::size_t>(to)];
-  }
+  const std::size_t n = edges.num_rows();
+  std::vector<std::int32_t> indegree(n, 0);
+  for (TaskId to : edges.items) ++indegree[to.index()];
   std::vector<std::int32_t> ready;
-  for (std::size_t i = 0; i < edges.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     if (indegree[i] == 0) ready.push_back(static_cast<std::int32_t>(i));
   }
-  std::vector<char> left(edges.size(), 1);
+  std::vector<char> left(n, 1);
   while (!ready.empty()) {
     const auto node = static_cast<std::size_t>(ready.back());
     ready.pop_back();
     left[node] = 0;
-    for (auto to : edges[node]) {
-      if (--indegree[static_cast<std::size_t>(to)] == 0) ready.push_back(to);
+    for (TaskId to : edges.row(node)) {
+      if (--indegree[to.index()] == 0) ready.push_back(to.value());
     }
   }
   return left;
@@ -55,7 +39,7 @@ std::vector<char> unorderable(const Adjacency& edges) {
 /// Iterative Tarjan restricted to `left`; returns components with more than one task.
 std::vector<std::vector<std::int32_t>> cycles_among(const Adjacency& edges,
                                                     const std::vector<char>& left) {
-  const std::size_t n = edges.size();
+  const std::size_t n = edges.num_rows();
   std::vector<std::int32_t> index(n, -1), low(n, 0);
   std::vector<char> on_stack(n, 0);
   std::vector<std::int32_t> stack;
@@ -74,8 +58,8 @@ std::vector<std::vector<std::int32_t>> cycles_among(const Adjacency& edges,
     while (!frames.empty()) {
       Frame& f = frames.back();
       const auto v = static_cast<std::size_t>(f.node);
-      if (f.next < edges[v].size()) {
-        const auto w = static_cast<std::size_t>(edges[v][f.next++]);
+      if (const auto successors = edges.row(v); f.next < successors.size()) {
+        const auto w = successors[f.next++].index();
         if (!left[w]) continue;
         if (index[w] < 0) {
           index[w] = low[w] = counter++;
@@ -111,9 +95,8 @@ std::vector<std::vector<std::int32_t>> cycles_among(const Adjacency& edges,
 
 }  // namespace
 
-void check_dependency_cycles(const GraphData& data, const std::vector<char>& usable,
+void check_dependency_cycles(const GraphData& data, const CompressedRows& edges,
                              std::vector<std::string>& problems) {
-  const Adjacency edges = edges_of(data, usable);
   for (auto& component : cycles_among(edges, unorderable(edges))) {
     std::sort(component.begin(), component.end());
     std::string list;

@@ -31,6 +31,7 @@ struct Validation {
   std::vector<std::int32_t> issue_position;  ///< per task; -1 when missing from the issue order
   std::vector<std::int32_t> comm_instance;   ///< per task; -1 for compute and host-wait
   CompressedRows comm_members;               ///< per instance
+  CompressedRows dependents;                 ///< per task: who waits for it (usable tasks only)
 };
 
 struct Graph::Impl {
@@ -57,9 +58,12 @@ Validation validate_graph(const GraphData& data);
 void match_communication(const GraphData& data, const std::vector<char>& usable,
                          Validation& validation);
 
-/// Appends one problem per cycle of dependencies (deps and host-wait targets) among usable tasks
-/// (dependency_cycles.cc).
-void check_dependency_cycles(const GraphData& data, const std::vector<char>& usable,
+/// Who waits for each task: tasks listing it in deps, and host waits on it. Edges touching an
+/// unusable task are left out (graph_index.cc).
+CompressedRows dependents_of(const GraphData& data, const std::vector<char>& usable);
+
+/// Appends one problem per cycle in `dependents` (dependency_cycles.cc).
+void check_dependency_cycles(const GraphData& data, const CompressedRows& dependents,
                              std::vector<std::string>& problems);
 
 /// Builds the indexes of a validated graph (graph_index.cc).

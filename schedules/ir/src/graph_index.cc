@@ -54,20 +54,35 @@ void index_issue_order(Graph::Impl& g) {
   for (const auto& fifo : per_stream) g.stream_tasks.add_row(fifo);
 }
 
-void index_dependents(Graph::Impl& g) {
-  const auto& tasks = g.data.tasks;
-  std::vector<std::vector<TaskId>> rows(tasks.size());
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    const TaskId self{static_cast<std::int32_t>(i)};
-    for (TaskId d : tasks[i].deps) rows[d.index()].push_back(self);
-    if (const auto* wait = std::get_if<HostWait>(&tasks[i].op)) {
-      rows[wait->target.index()].push_back(self);
-    }
-  }
-  for (const auto& row : rows) g.dependents.add_row(row);
-}
-
 }  // namespace
+
+// Counting sort into one array: a graph of a million tasks gets two allocations, not a million.
+CompressedRows dependents_of(const GraphData& data, const std::vector<char>& usable) {
+  const std::size_t n = data.tasks.size();
+  const auto for_each_edge = [&](auto&& edge) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!usable[i]) continue;
+      const TaskId self{static_cast<std::int32_t>(i)};
+      for (TaskId d : data.tasks[i].deps) {
+        if (usable[d.index()]) edge(d, self);
+      }
+      if (const auto* w = std::get_if<HostWait>(&data.tasks[i].op);
+          w && usable[w->target.index()]) {
+        edge(w->target, self);
+      }
+    }
+  };
+  CompressedRows rows;
+  rows.offsets.assign(n + 1, 0);
+  for_each_edge([&](TaskId from, TaskId) { ++rows.offsets[from.index() + 1]; });
+  for (std::size_t i = 0; i < n; ++i) rows.offsets[i + 1] += rows.offsets[i];
+  rows.items.resize(static_cast<std::size_t>(rows.offsets[n]));
+  std::vector<std::int32_t> fill(rows.offsets.begin(), rows.offsets.end() - 1);
+  for_each_edge([&](TaskId from, TaskId to) {
+    rows.items[static_cast<std::size_t>(fill[from.index()]++)] = to;
+  });
+  return rows;
+}
 
 Graph::Impl build_graph_index(GraphData data, Validation validation) {
   Graph::Impl g;
@@ -77,7 +92,7 @@ Graph::Impl build_graph_index(GraphData data, Validation validation) {
   g.comm_members = std::move(validation.comm_members);
   index_streams(g);
   index_issue_order(g);
-  index_dependents(g);
+  g.dependents = std::move(validation.dependents);
   return g;
 }
 

@@ -292,7 +292,10 @@ void Checker::check_buffer_allocation() {
   }
 }
 
-void Checker::check_cycles() { check_dependency_cycles(data_, usable_, v_.problems); }
+void Checker::check_cycles() {
+  v_.dependents = dependents_of(data_, usable_);
+  check_dependency_cycles(data_, v_.dependents, v_.problems);
+}
 
 }  // namespace
 

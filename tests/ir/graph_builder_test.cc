@@ -101,6 +101,16 @@ TEST(GraphBuilder, StreamLookupAddsOnlyMissingStreams) {
   EXPECT_EQ(b.data().streams.size(), 2U);
 }
 
+TEST(GraphBuilder, StreamLookupFindsStreamsOfTheGraphItStartedFrom) {
+  SmallGraph s;
+  const Graph g = std::move(s.b).build();
+  GraphBuilder again(g);
+  EXPECT_EQ(again.stream(s.r1, "pp-recv"), s.v1);
+  EXPECT_EQ(again.stream(s.r0, "dp-grad"), s.d0);
+  EXPECT_EQ(again.stream(s.r1, "tp"), StreamId{6});  // new: after the six existing streams
+  EXPECT_EQ(again.stream(s.r1, "tp"), StreamId{6});
+}
+
 TEST(GraphBuilder, RebuildingFromAGraphGivesAnEqualGraph) {
   SmallGraph s;
   const Graph g = std::move(s.b).build();

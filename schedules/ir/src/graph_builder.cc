@@ -20,10 +20,15 @@ StreamId GraphBuilder::add_stream(RankId rank, std::string name) {
 }
 
 StreamId GraphBuilder::stream(RankId rank, const std::string& name) {
-  for (std::size_t i = 0; i < data_.streams.size(); ++i) {
-    if (data_.streams[i].rank == rank && data_.streams[i].name == name) {
-      return StreamId{static_cast<std::int32_t>(i)};
-    }
+  // Index lazily, so streams from the constructor and from add_stream() are found alike; with
+  // duplicate names (an invalid graph) the first stream wins.
+  for (; streams_indexed_ < data_.streams.size(); ++streams_indexed_) {
+    const Stream& s = data_.streams[streams_indexed_];
+    stream_index_.try_emplace({s.rank.value(), s.name},
+                              StreamId{static_cast<std::int32_t>(streams_indexed_)});
+  }
+  if (auto it = stream_index_.find({rank.value(), name}); it != stream_index_.end()) {
+    return it->second;
   }
   return add_stream(rank, name);
 }
@@ -70,6 +75,8 @@ Graph GraphBuilder::build() && {
   auto impl =
       std::make_shared<Graph::Impl>(build_graph_index(std::move(data_), std::move(validation)));
   data_ = {};
+  stream_index_.clear();
+  streams_indexed_ = 0;
   return Graph(std::move(impl));
 }
 

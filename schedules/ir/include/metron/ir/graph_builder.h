@@ -3,7 +3,9 @@
 // Nothing is checked while adding: build() checks everything at once and reports every problem.
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "metron/ir/graph.h"
@@ -49,6 +51,9 @@ class GraphBuilder {
 
  private:
   GraphData data_;
+  /// (rank, name) -> stream for stream(); covers data_.streams[0 .. streams_indexed_).
+  std::map<std::pair<std::int32_t, std::string>, StreamId> stream_index_;
+  std::size_t streams_indexed_ = 0;
 };
 
 /// Every problem of a graph's content (structure, references, ordering, matching), each naming its

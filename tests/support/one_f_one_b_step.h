@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "metron/ir/graph_builder.h"
+#include "metron/ir/rows_graph.h"
 
 namespace metron::testing {
 
@@ -25,11 +26,6 @@ struct OneFOneBStep {
   std::int64_t bucket_bytes = std::int64_t{96} * 1024 * 1024;  ///< a stage's gradients
   double forward_flops = 5.15e10;
 };
-
-/// Tags follow the text form's convention (rows_graph.h) so both forms agree.
-inline std::int64_t p2p_tag(std::int32_t sender_stage, std::int32_t mb, bool gradient) {
-  return 2 * ((std::int64_t{1} << 20) * sender_stage + mb) + (gradient ? 1 : 0);
-}
 
 /// Megatron 1F1B compute order of one stage: +mb is F(mb), -(mb+1) is B(mb).
 inline std::vector<std::int32_t> one_f_one_b_order(std::int32_t pp, std::int32_t stage,
@@ -80,7 +76,7 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
                         .stream = in,
                         .op = Recv{.peer = RankId{r + 1},
                                    .bytes = cfg.activation_bytes,
-                                   .tag = p2p_tag(s + 1, mb, true),
+                                   .tag = ir::p2p_tag(s + 1, mb, ir::P2PKind::kGradient),
                                    .what = P2PKind::kGradient}},
                        mb));
     };
@@ -90,12 +86,13 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
       if (forward) {
         TaskId input;
         if (s > 0) {
-          input = b.add(tagged({.rank = rank,
-                                .stream = in,
-                                .op = Recv{.peer = RankId{r - 1},
-                                           .bytes = cfg.activation_bytes,
-                                           .tag = p2p_tag(s - 1, mb, false)}},
-                               mb));
+          input =
+              b.add(tagged({.rank = rank,
+                            .stream = in,
+                            .op = Recv{.peer = RankId{r - 1},
+                                       .bytes = cfg.activation_bytes,
+                                       .tag = ir::p2p_tag(s - 1, mb, ir::P2PKind::kActivation)}},
+                           mb));
         }
         activations.push_back(
             b.add_buffer(rank, cfg.activation_bytes,
@@ -116,7 +113,7 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
                         .deps = {fid},
                         .op = Send{.peer = RankId{r + 1},
                                    .bytes = cfg.activation_bytes,
-                                   .tag = p2p_tag(s, mb, false)}},
+                                   .tag = ir::p2p_tag(s, mb, ir::P2PKind::kActivation)}},
                        mb));
         }
         continue;
@@ -142,7 +139,7 @@ inline ir::Graph build_one_f_one_b_step(const OneFOneBStep& cfg) {
                       .deps = {last_backward},
                       .op = Send{.peer = RankId{r - 1},
                                  .bytes = cfg.activation_bytes,
-                                 .tag = p2p_tag(s, mb, true),
+                                 .tag = ir::p2p_tag(s, mb, ir::P2PKind::kGradient),
                                  .what = P2PKind::kGradient}},
                      mb));
       }

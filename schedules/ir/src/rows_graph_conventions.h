@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "metron/ir/action.h"
+#include "metron/ir/rows_graph.h"
 #include "metron/ir/task.h"
 
 namespace metron::ir::detail {
@@ -42,11 +43,6 @@ inline const P2PConvention* find_p2p(bool is_send, P2PKind what) {
     if (c.is_send == is_send && c.what == what) return &c;
   }
   return nullptr;
-}
-
-/// Tag of the tensor that `sender_stage` sends for `mb`: distinct per (stage, mb, direction).
-inline std::int64_t p2p_tag(std::int32_t sender_stage, std::int32_t mb, P2PKind what) {
-  return 2 * ((std::int64_t{1} << 20) * sender_stage + mb) + (what == P2PKind::kGradient ? 1 : 0);
 }
 
 /// stage -> the ranks that compute it, ascending.

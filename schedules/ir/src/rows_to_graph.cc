@@ -163,7 +163,7 @@ class RowConverter {
     auto peer = peer_of(a, p2p);
     if (!peer) return std::nullopt;
     Task t = tagged(a, p2p.is_send ? "pp-send" : "pp-recv");
-    std::int64_t tag = detail::p2p_tag(a.stage + p2p.sender_offset, a.microbatch, p2p.what);
+    std::int64_t tag = p2p_tag(a.stage + p2p.sender_offset, a.microbatch, p2p.what);
     if (p2p.is_send) {
       t.op = Send{.peer = RankId{*peer}, .tag = tag, .what = p2p.what};
     } else {

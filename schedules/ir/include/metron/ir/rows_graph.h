@@ -32,6 +32,14 @@
 
 namespace metron::ir {
 
+/// The tag rows_to_graph gives a p2p transfer: distinct per (sending stage, microbatch, kind), so
+/// each send meets the receive of the same tensor. Graphs built by hand may use it too, so that
+/// their text form converts back to the same tags.
+inline std::int64_t p2p_tag(std::int32_t sender_stage, std::int32_t microbatch, P2PKind what) {
+  return 2 * ((std::int64_t{1} << 20) * sender_stage + microbatch) +
+         (what == P2PKind::kGradient ? 1 : 0);
+}
+
 struct RowsToGraphOptions {
   std::int32_t hardware_queues = 8;
 };

@@ -1,0 +1,69 @@
+#pragma once
+// Lowering passes: small pure functions that take a schedule's compute Order to a validated
+// ir::Graph (ARCHITECTURE.md, "Schedules and policies"). Each is tested input -> expected output.
+//
+//   Order order = generate_order(spec);
+//   ir::Graph g = lower(order, {.p2p = P2PMode::kAsync});
+//
+// The passes, in the order lower() chains them:
+//   split_backward      B(s,mb) -> I(s,mb) W(s,mb) where the schedule asks for it
+//   add_p2p_async       PyTorch's _add_send_recv (ASAP SEND after the producer, RECV on the
+//                       peer; Megatron overlap_p2p_comm): isend/irecv on pp-send / pp-recv streams
+//   add_p2p_batched     Megatron's blocking batched exchanges (send_forward_recv_backward and
+//                       friends): one step's sends and receives issued together and waited on
+//                       by the host (HostWait) before the next compute, never deadlocking,
+//                       including PP=2
+//   add_optimizer_step  STEP at the end of every rank's row
+//   rows_to_graph       (metron::ir) the graph, with same-rank dependencies
+//   add_memory_effects  F stashes its activation, I turns it into the weight-gradient stash,
+//                       W or B frees; deallocate_output_tensor frees a sent output right after
+//                       the send
+//   assign_layers       layer ranges per stage (even, explicit list, or first/last counts)
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "metron/ir/graph.h"
+#include "metron/schedules/schedule_spec.h"
+
+namespace metron::schedules {
+
+enum class P2PMode : std::uint8_t {
+  kNone,     ///< compute only (the graph then has no cross-rank edges)
+  kAsync,    ///< isend/irecv, as Megatron's overlap_p2p_comm and PyTorch's runtime
+  kBatched,  ///< Megatron's default blocking batched exchanges
+};
+
+/// Which transformer layers each global stage holds.
+struct LayerAssignment {
+  std::optional<std::int32_t> layers;                  ///< total, split evenly over stages
+  std::vector<std::int32_t> per_stage;                 ///< explicit counts, one per stage
+  std::optional<std::int32_t> first_stage, last_stage;  ///< Megatron's first/last-stage counts
+};
+
+struct LoweringOptions {
+  P2PMode p2p = P2PMode::kAsync;
+  bool split_backward = false;      ///< B -> I W
+  bool optimizer_step = true;
+  bool memory_effects = true;
+  bool deallocate_output = true;    ///< Megatron's deallocate_output_tensor
+  std::int64_t activation_bytes = 1;  ///< one microbatch's activation on one stage (M_B)
+  std::int64_t weight_grad_bytes = 1; ///< the weight-gradient stash I leaves for W (M_W)
+  std::int64_t p2p_bytes = 1;         ///< one boundary tensor
+  LayerAssignment layers;
+};
+
+Order split_backward(const Order& order);
+Order add_p2p_async(const Order& order);
+Order add_p2p_batched(const Order& order);
+Order add_optimizer_step(const Order& order);
+ir::Graph add_memory_effects(const ir::Graph& graph, const LoweringOptions& options);
+/// Layer ranges per global stage; throws InvalidConfig when layers do not divide as asked.
+std::vector<ir::LayerRange> assign_layers(const LayerAssignment& layers, std::int32_t stages);
+ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange>& ranges);
+
+/// The whole chain. Throws InvalidConfig or InvalidGraph.
+ir::Graph lower(const Order& order, const LoweringOptions& options);
+
+}  // namespace metron::schedules

@@ -1,0 +1,10 @@
+// placeholder: being written (every function throws until its owner replaces this file)
+#include "metron/base/error.h"
+#include "metron/schedules/generators.h"
+#include "metron/schedules/lowering.h"
+#include "metron/schedules/order_checks.h"
+namespace metron::schedules {
+Order one_f_one_b(const ScheduleSpec&) { throw InvalidConfig("not implemented yet"); }
+Order interleaved_one_f_one_b(const ScheduleSpec&) { throw InvalidConfig("not implemented yet"); }
+Order interleaved_one_f_one_b_legacy(const ScheduleSpec&) { throw InvalidConfig("not implemented yet"); }
+}  // namespace metron::schedules

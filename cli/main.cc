@@ -8,6 +8,7 @@
 
 #include "graph_command.h"
 #include "metron/base/error.h"
+#include "schedule_command.h"
 
 namespace {
 
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
       "\nRun 'metron <command> --help' for a command's options.\n"
       "Exit codes: 0 success, 1 runtime failure, 2 bad input.");
   metron::cli::add_graph_command(app);
+  metron::cli::add_schedule_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,8 +1,69 @@
-// placeholder: being written (every function throws until its owner replaces this file)
-#include "metron/base/error.h"
-#include "metron/schedules/generators.h"
+// lower: the whole chain of lowering passes (lowering.h), in the order the header lists them.
+
+#include <algorithm>
+
+#include "lowering_rows.h"
+#include "metron/ir/graph_builder.h"
+#include "metron/ir/rows_graph.h"
 #include "metron/schedules/lowering.h"
-#include "metron/schedules/order_checks.h"
+
 namespace metron::schedules {
-ir::Graph lower(const Order&, const LoweringOptions&) { throw InvalidConfig("not implemented yet"); }
+namespace {
+
+Order add_p2p(const Order& order, P2PMode mode) {
+  switch (mode) {
+    case P2PMode::kAsync:
+      return add_p2p_async(order);
+    case P2PMode::kBatched:
+      return add_p2p_batched(order);
+    case P2PMode::kNone:
+      break;
+  }
+  return order;
+}
+
+// rows_to_graph leaves p2p transfers without a size; every boundary tensor is p2p_bytes.
+ir::Graph set_p2p_bytes(const ir::Graph& graph, std::int64_t bytes) {
+  if (bytes < 0) {
+    throw InvalidConfig("lower: p2p_bytes is " + std::to_string(bytes) + "; expected >= 0");
+  }
+  ir::GraphBuilder b(graph);
+  for (std::int32_t i = 0; i < graph.num_tasks(); ++i) {
+    ir::Task& t = b.task(ir::TaskId{i});
+    if (auto* s = std::get_if<ir::Send>(&t.op)) s->bytes = bytes;
+    if (auto* r = std::get_if<ir::Recv>(&t.op)) r->bytes = bytes;
+  }
+  return std::move(b).build();
+}
+
+bool has_layers(const LayerAssignment& layers) {
+  return layers.layers || !layers.per_stage.empty() || layers.first_stage || layers.last_stage;
+}
+
+std::int32_t num_stages(const Order& order) {
+  std::int32_t stages = 0;
+  for (const auto& row : order.rows) {
+    for (const auto& slot : row) {
+      if (!slot) continue;
+      detail::for_each_compute(
+          *slot, [&](const ir::Action& c) { stages = std::max(stages, c.stage + 1); });
+    }
+  }
+  return stages;
+}
+
+}  // namespace
+
+ir::Graph lower(const Order& order, const LoweringOptions& options) {
+  Order rows = options.split_backward ? split_backward(order) : order;
+  rows = add_p2p(rows, options.p2p);
+  if (options.optimizer_step) rows = add_optimizer_step(rows);
+  ir::Graph graph = set_p2p_bytes(ir::rows_to_graph(rows), options.p2p_bytes);
+  if (options.memory_effects) graph = add_memory_effects(graph, options);
+  if (has_layers(options.layers)) {
+    graph = assign_layers(graph, assign_layers(options.layers, num_stages(order)));
+  }
+  return graph;
+}
+
 }  // namespace metron::schedules

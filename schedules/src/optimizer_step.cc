@@ -1,8 +1,30 @@
-// placeholder: being written (every function throws until its owner replaces this file)
-#include "metron/base/error.h"
-#include "metron/schedules/generators.h"
+// add_optimizer_step: one STEP at the end of every non-empty row, tagged with the rank's lowest
+// stage (the text form has no way to name several stages; the step updates all of the rank's).
+
+#include <algorithm>
+#include <limits>
+
+#include "lowering_rows.h"
 #include "metron/schedules/lowering.h"
-#include "metron/schedules/order_checks.h"
+
 namespace metron::schedules {
-Order add_optimizer_step(const Order&) { throw InvalidConfig("not implemented yet"); }
+
+Order add_optimizer_step(const Order& order) {
+  Order out = order;
+  for (auto& row : out.rows) {
+    bool any =
+        std::any_of(row.begin(), row.end(), [](const auto& slot) { return slot.has_value(); });
+    if (!any) continue;
+    std::int32_t lowest = std::numeric_limits<std::int32_t>::max();
+    for (const auto& slot : row) {
+      if (!slot) continue;
+      detail::for_each_compute(*slot,
+                               [&](const ir::Action& c) { lowest = std::min(lowest, c.stage); });
+    }
+    if (lowest == std::numeric_limits<std::int32_t>::max()) lowest = -1;  // no compute: plain STEP
+    row.emplace_back(ir::Action{.type = ir::ActionType::kOptimizerStep, .stage = lowest});
+  }
+  return out;
+}
+
 }  // namespace metron::schedules

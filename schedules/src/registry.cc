@@ -7,6 +7,7 @@
 
 #include "metron/base/error.h"
 #include "metron/schedules/generators.h"
+#include "spec_checks.h"
 
 namespace metron::schedules {
 namespace {
@@ -17,8 +18,9 @@ constexpr std::array<ScheduleInfo, 12> kSchedules{{
     {"gpipe", "GPipe: all forwards, then all backwards", Placement::kLoop, 1, true, &gpipe},
     {"1f1b", "Megatron 1F1B (PipeDream-Flush): warm-up p-r-1, then one forward one backward",
      Placement::kLoop, 1, true, &one_f_one_b},
-    {"interleaved-1f1b", "Megatron interleaved 1F1B, v chunks per rank, group size N (--group-size)",
-     Placement::kLoop, 0, true, &interleaved_one_f_one_b},
+    {"interleaved-1f1b",
+     "Megatron interleaved 1F1B, v chunks per rank, group size N (--group-size)", Placement::kLoop,
+     0, true, &interleaved_one_f_one_b},
     {"interleaved-1f1b-legacy",
      "interleaved 1F1B of Megatron releases before Nov 2024 (m % p == 0, N = p)", Placement::kLoop,
      0, true, &interleaved_one_f_one_b_legacy},
@@ -51,24 +53,19 @@ const ScheduleInfo& find_schedule(std::string_view name) {
   for (const auto& s : kSchedules) {
     if (s.name == name) return s;
   }
-  throw InvalidConfig(fmt::format("unknown schedule \"{}\"; expected one of {}", name,
-                                  known_names()));
+  throw InvalidConfig(
+      fmt::format("unknown schedule \"{}\"; expected one of {}", name, known_names()));
 }
 
 Order generate_order(const ScheduleSpec& spec) {
   const ScheduleInfo& info = find_schedule(spec.name);
-  const auto where = fmt::format("schedule \"{}\" (pp={}, vp={}, microbatches={})", spec.name,
-                                 spec.pp, spec.vp, spec.microbatches);
-  if (spec.pp < 1 || spec.vp < 1 || spec.microbatches < 1) {
-    throw InvalidConfig(where + ": pp, vp and microbatches must be at least 1");
-  }
-  if (info.fixed_vp != 0 && spec.vp != info.fixed_vp) {
-    throw InvalidConfig(fmt::format("{}: needs exactly {} chunk(s) per rank; got vp={}", where,
-                                    info.fixed_vp, spec.vp));
-  }
+  const std::string where = detail::describe_spec(spec.name, spec);
+  detail::require_positive(spec.name, spec);
+  if (info.fixed_vp != 0) detail::require_chunks(spec.name, spec, info.fixed_vp);
   if (spec.forward_only && !info.forward_only_meaningful) {
-    throw InvalidConfig(where + ": has no forward-only form (its forwards and backwards are "
-                                "scheduled as overlapped pairs); use 1f1b or gpipe for inference");
+    throw InvalidConfig(where +
+                        ": has no forward-only form (its forwards and backwards are "
+                        "scheduled as overlapped pairs); use 1f1b or gpipe for inference");
   }
   return info.generate(spec);
 }

@@ -1,8 +1,31 @@
-// placeholder: being written (every function throws until its owner replaces this file)
-#include "metron/base/error.h"
-#include "metron/schedules/generators.h"
+// split_backward: every full backward B(s,mb) becomes I(s,mb) W(s,mb) in its place.
+//
+// OVERLAP_F_B units are left whole: DualPipe chooses which of its backwards to split (§2.4 step 6)
+// and overlaps a forward with a *full* backward on purpose; splitting the half would change the
+// schedule rather than lower it. Idle slots and every other action are kept as they are.
+
+#include "lowering_rows.h"
 #include "metron/schedules/lowering.h"
-#include "metron/schedules/order_checks.h"
+
 namespace metron::schedules {
-Order split_backward(const Order&) { throw InvalidConfig("not implemented yet"); }
+
+Order split_backward(const Order& order) {
+  Order out{.groups = order.groups, .rows = {}};
+  out.rows.reserve(order.rows.size());
+  for (const auto& row : order.rows) {
+    detail::Row& split = out.rows.emplace_back();
+    for (const auto& slot : row) {
+      if (!slot || slot->type != ir::ActionType::kBackward) {
+        split.push_back(slot);
+        continue;
+      }
+      split.emplace_back(
+          detail::make_action(ir::ActionType::kBackwardInput, slot->stage, slot->microbatch));
+      split.emplace_back(
+          detail::make_action(ir::ActionType::kBackwardWeight, slot->stage, slot->microbatch));
+    }
+  }
+  return out;
+}
+
 }  // namespace metron::schedules

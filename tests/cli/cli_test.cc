@@ -157,5 +157,62 @@ TEST_F(Cli, UnwritableOutputIsARuntimeFailure) {
   EXPECT_THAT(r.err, StartsWith("metron: error: cannot write '" + path("no-such-folder/out.json")));
 }
 
+TEST_F(Cli, SchedulePrintsEachRanksOrder) {
+  // Megatron 1F1B, p = 4, m = 6: rank r warms up with p − r − 1 forwards, alternates F and B for
+  // the remaining forwards, then drains the backwards.
+  Outcome r = metron("schedule --schedule 1f1b --pp 4 --microbatches 6");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "rank 0: 0F0 0F1 0F2 0F3 0B0 0F4 0B1 0F5 0B2 0B3 0B4 0B5\n"
+            "rank 1: 1F0 1F1 1F2 1B0 1F3 1B1 1F4 1B2 1F5 1B3 1B4 1B5\n"
+            "rank 2: 2F0 2F1 2B0 2F2 2B1 2F3 2B2 2F4 2B3 2F5 2B4 2B5\n"
+            "rank 3: 3F0 3B0 3F1 3B1 3F2 3B2 3F3 3B3 3F4 3B4 3F5 3B5\n");
+}
+
+TEST_F(Cli, ScheduleGridHasOneLinePerUnitStep) {
+  // F = 1 and B = 2 steps: (m + p − 1)(F + B) = (2 + 2 − 1) · 3 = 9 steps plus the header.
+  Outcome r = metron("schedule --schedule 1f1b --pp 2 -m 2 --format grid");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "step  rank 0  rank 1\n"
+            "   0  0F0     .\n"
+            "   1  0F1     1F0\n"
+            "   2  .       1B0\n"
+            "   3  .       |\n"
+            "   4  0B0     1F1\n"
+            "   5  |       1B1\n"
+            "   6  .       |\n"
+            "   7  0B1     .\n"
+            "   8  |       .\n");
+}
+
+TEST_F(Cli, ScheduleWithCommsAndAsJsonLowersToAValidGraph) {
+  Outcome text = metron("schedule --schedule 1f1b --pp 2 -m 2 --with-comms");
+  EXPECT_EQ(text.code, 0) << text.err;
+  EXPECT_THAT(text.out, AllOf(HasSubstr("0SEND_F0"), HasSubstr("1RECV_F0"), HasSubstr("1SEND_B0"),
+                              HasSubstr("0RECV_B0")));
+  Outcome json = metron("schedule --schedule 1f1b --pp 2 -m 4 --with-comms --format json -o " +
+                        path("step.json"));
+  EXPECT_EQ(json.code, 0) << json.err;
+  Outcome check = metron("graph check " + path("step.json"));
+  EXPECT_EQ(check.code, 0) << check.err;
+  EXPECT_THAT(check.out, HasSubstr("no deadlock"));
+}
+
+TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {
+  Outcome unknown = metron("schedule --schedule 1f2b --pp 2 -m 2");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("unknown schedule \"1f2b\"; expected one of none, gpipe"));
+  Outcome group = metron("schedule --schedule interleaved-1f1b --pp 4 --vp 2 -m 10");
+  EXPECT_EQ(group.code, 2);
+  EXPECT_THAT(group.err, StartsWith("metron: error: schedule \"interleaved-1f1b\""));
+  Outcome layers = metron("schedule --schedule 1f1b --pp 4 -m 4 --layers 10");
+  EXPECT_EQ(layers.code, 2);
+  EXPECT_THAT(layers.err, HasSubstr("10"));
+  Outcome missing = metron("schedule --schedule 1f1b -m 4");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_THAT(missing.err, HasSubstr("--pp is required"));
+}
+
 }  // namespace
 }  // namespace metron

@@ -6,19 +6,22 @@
 //   ir::Graph g = lower(order, {.p2p = P2PMode::kAsync});
 //
 // The passes, in the order lower() chains them:
-//   split_backward      B(s,mb) -> I(s,mb) W(s,mb) where the schedule asks for it
+//   split_backward      B(s,mb) -> I(s,mb) W(s,mb) in place; OVERLAP_F_B units stay whole
 //   add_p2p_async       PyTorch's _add_send_recv (ASAP SEND after the producer, RECV on the
-//                       peer; Megatron overlap_p2p_comm): isend/irecv on pp-send / pp-recv streams
+//                       peer; Megatron overlap_p2p_comm): isend/irecv on pp-send / pp-recv streams;
+//                       nothing between stages on one rank (V placement)
 //   add_p2p_batched     Megatron's blocking batched exchanges (send_forward_recv_backward and
 //                       friends): one step's sends and receives issued together and waited on
-//                       by the host (HostWait) before the next compute, never deadlocking,
-//                       including PP=2
-//   add_optimizer_step  STEP at the end of every rank's row
-//   rows_to_graph       (metron::ir) the graph, with same-rank dependencies
+//                       by the host (WAIT) before the next compute, never deadlocking,
+//                       including PP=2; one stage per rank only (else InvalidConfig: use kAsync)
+//   add_optimizer_step  STEP (tagged with the rank's lowest stage) at the end of every rank's row
+//   rows_to_graph       (metron::ir) the graph, with same-rank dependencies; lower() then sets
+//                       every p2p transfer's bytes to p2p_bytes
 //   add_memory_effects  F stashes its activation, I turns it into the weight-gradient stash,
 //                       W or B frees; deallocate_output_tensor frees a sent output right after
-//                       the send
+//                       the send (else it lives until the backward)
 //   assign_layers       layer ranges per stage (even, explicit list, or first/last counts)
+// Each row pass keeps the rows' groups and drops nothing but the idle slots it consumes.
 
 #include <cstdint>
 #include <optional>
@@ -37,30 +40,42 @@ enum class P2PMode : std::uint8_t {
 
 /// Which transformer layers each global stage holds.
 struct LayerAssignment {
-  std::optional<std::int32_t> layers;                  ///< total, split evenly over stages
-  std::vector<std::int32_t> per_stage;                 ///< explicit counts, one per stage
-  std::optional<std::int32_t> first_stage, last_stage;  ///< Megatron's first/last-stage counts
+  std::optional<std::int32_t> layers;   ///< total, split evenly over stages
+  std::vector<std::int32_t> per_stage;  ///< explicit counts, one per stage
+                                        ///< (checked against `layers` if set)
+  /// Megatron's first/last-stage counts (need `layers`); the rest split evenly over the others.
+  std::optional<std::int32_t> first_stage, last_stage;
 };
 
 struct LoweringOptions {
   P2PMode p2p = P2PMode::kAsync;
-  bool split_backward = false;      ///< B -> I W
+  bool split_backward = false;  ///< B -> I W
   bool optimizer_step = true;
   bool memory_effects = true;
-  bool deallocate_output = true;    ///< Megatron's deallocate_output_tensor
-  std::int64_t activation_bytes = 1;  ///< one microbatch's activation on one stage (M_B)
-  std::int64_t weight_grad_bytes = 1; ///< the weight-gradient stash I leaves for W (M_W)
-  std::int64_t p2p_bytes = 1;         ///< one boundary tensor
+  bool deallocate_output = true;       ///< Megatron's deallocate_output_tensor
+  std::int64_t activation_bytes = 1;   ///< one microbatch's activation on one stage (M_B)
+  std::int64_t weight_grad_bytes = 1;  ///< the weight-gradient stash I leaves for W (M_W)
+  std::int64_t p2p_bytes = 1;          ///< one boundary tensor
   LayerAssignment layers;
 };
 
+/// B(s,mb) -> I(s,mb) W(s,mb) in place (idle slots and OVERLAP_F_B units kept).
 Order split_backward(const Order& order);
+/// PyTorch's _add_send_recv (Note [ASAP send/recv insertion] in p2p_async.cc); the result has no
+/// idle slots. Throws InvalidConfig when a stage is on two ranks or the order cannot run.
 Order add_p2p_async(const Order& order);
+/// Megatron's blocking exchanges (Note [batched p2p steps] in p2p_batched.cc). Throws
+/// InvalidConfig for several stages per rank or OVERLAP_F_B units (use add_p2p_async).
 Order add_p2p_batched(const Order& order);
+/// STEP at the end of every non-empty row.
 Order add_optimizer_step(const Order& order);
+/// Buffers per Note [pipeline memory effects] (memory_effects.cc); tasks keep their ids.
 ir::Graph add_memory_effects(const ir::Graph& graph, const LoweringOptions& options);
-/// Layer ranges per global stage; throws InvalidConfig when layers do not divide as asked.
+/// Layer ranges per global stage; throws InvalidConfig when layers do not divide as asked (naming
+/// the nearest valid counts), when per_stage has the wrong length, or when nothing is given.
 std::vector<ir::LayerRange> assign_layers(const LayerAssignment& layers, std::int32_t stages);
+/// Sets Task::layers of compute tasks (and of OVERLAP_F_B backward halves) from their stage; the
+/// optimizer step and communication keep empty ranges.
 ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange>& ranges);
 
 /// The whole chain. Throws InvalidConfig or InvalidGraph.

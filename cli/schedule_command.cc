@@ -1,0 +1,132 @@
+#include "schedule_command.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "metron/base/file_io.h"
+#include "metron/ir/action_rows.h"
+#include "metron/ir/json_format.h"
+#include "metron/schedules/lowering.h"
+#include "metron/schedules/order_checks.h"
+#include "metron/schedules/registry.h"
+#include "schedule_grid.h"
+
+namespace metron::cli {
+namespace {
+
+struct ScheduleOptions {
+  schedules::ScheduleSpec spec;
+  std::optional<std::int32_t> vp;
+  std::optional<std::int32_t> layers;
+  std::vector<std::int32_t> layers_per_stage;
+  std::optional<std::int32_t> first_stage_layers;
+  std::optional<std::int32_t> last_stage_layers;
+  bool with_comms = false;
+  std::string p2p = "async";
+  std::string format = "text";
+  std::string output = "-";
+};
+
+std::int32_t num_stages(const schedules::ScheduleInfo& info, const schedules::ScheduleSpec& spec) {
+  return info.placement == schedules::Placement::kLoop ? spec.pp * spec.vp : 2 * spec.pp;
+}
+
+schedules::LoweringOptions lowering_options(const ScheduleOptions& o) {
+  schedules::LoweringOptions out;
+  out.p2p = !o.with_comms        ? schedules::P2PMode::kNone
+            : o.p2p == "batched" ? schedules::P2PMode::kBatched
+                                 : schedules::P2PMode::kAsync;
+  out.layers = {.layers = o.layers,
+                .per_stage = o.layers_per_stage,
+                .first_stage = o.first_stage_layers,
+                .last_stage = o.last_stage_layers};
+  return out;
+}
+
+bool has_layers(const schedules::LayerAssignment& l) {
+  return l.layers || !l.per_stage.empty() || l.first_stage || l.last_stage;
+}
+
+std::string render(const ScheduleOptions& o, const schedules::Order& order,
+                   const schedules::LoweringOptions& lowering) {
+  if (o.format == "grid") return render_grid(order);
+  if (o.format == "json") return ir::to_json(schedules::lower(order, lowering));
+  schedules::Order rows = order;
+  if (lowering.p2p == schedules::P2PMode::kAsync) rows = schedules::add_p2p_async(order);
+  if (lowering.p2p == schedules::P2PMode::kBatched) rows = schedules::add_p2p_batched(order);
+  return o.format == "csv" ? ir::format_csv(rows) : ir::format_rows(rows);
+}
+
+void run_schedule(ScheduleOptions o) {
+  const schedules::ScheduleInfo& info = schedules::find_schedule(o.spec.name);
+  o.spec.vp = o.vp.value_or(info.fixed_vp != 0 ? info.fixed_vp : 1);
+  const schedules::Order order = schedules::generate_order(o.spec);
+  // A generator bug must never reach the user as a plausible-looking schedule.
+  schedules::validate_order(order, o.spec, info.placement);
+  const schedules::LoweringOptions lowering = lowering_options(o);
+  if (has_layers(lowering.layers)) {
+    (void)schedules::assign_layers(lowering.layers, num_stages(info, o.spec));
+  }
+  write_file_atomically(o.output, render(o, order, lowering));
+}
+
+std::string schedule_list() {
+  std::string out = "\nSchedules:\n";
+  for (const auto& s : schedules::all_schedules()) {
+    out += fmt::format("  {:<24}{}\n", s.name, s.description);
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_schedule_command(CLI::App& app) {
+  auto o = std::make_shared<ScheduleOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "schedule",
+      "Print a pipeline schedule: each rank's compute order in PyTorch's action syntax\n"
+      "(<stage>F<mb>, <stage>I<mb>, <stage>W<mb>, <stage>B<mb>, (<a>;<b>)OVERLAP_F_B) with global\n"
+      "stage indices, optionally with the p2p sends and receives, as text, PyTorch's CSV, a\n"
+      "step-by-rank grid, or the lowered task graph as JSON. Impossible combinations are\n"
+      "reported with the constraint that failed and what would be valid.");
+  cmd->add_option("--schedule", o->spec.name, "schedule name (see the list below)")
+      ->default_str("1f1b");
+  cmd->add_option("--pp", o->spec.pp, "pipeline ranks p")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--vp", o->vp, "chunks per rank v (default: 1, or 2 for V schedules)");
+  cmd->add_option("-m,--microbatches", o->spec.microbatches, "microbatches per iteration m")
+      ->required();
+  cmd->add_option("--group-size", o->spec.group_size,
+                  "interleaved 1F1B microbatch group size N (default p)");
+  cmd->add_option("--memory-limit", o->spec.memory_limit,
+                  "zb-auto: max pending backwards K, in microbatch activations of one stage "
+                  "(K = p: ZB-1p, K = 2p: ZB-2p; default p)");
+  auto* layers = cmd->add_option("--layers", o->layers, "transformer layers, split evenly");
+  auto* per_stage = cmd->add_option("--layers-per-stage", o->layers_per_stage,
+                                    "layers of each stage, e.g. 6,7,7,4")
+                        ->delimiter(',');
+  cmd->add_option("--first-stage-layers", o->first_stage_layers,
+                  "layers on the first stage (with --layers; the rest split evenly)");
+  cmd->add_option("--last-stage-layers", o->last_stage_layers,
+                  "layers on the last stage (with --layers; the rest split evenly)");
+  layers->excludes(per_stage);
+  cmd->add_flag("--forward-only", o->spec.forward_only, "inference: forwards only");
+  cmd->add_flag("--with-comms", o->with_comms, "add SEND_F/RECV_F/SEND_B/RECV_B");
+  cmd->add_option("--p2p", o->p2p,
+                  "with --with-comms: async (isend/irecv, overlap_p2p_comm) or batched (Megatron's "
+                  "blocking exchanges)")
+      ->check(CLI::IsMember({"async", "batched"}));
+  cmd->add_option("--format", o->format, "text, csv, grid or json (the lowered graph)")
+      ->check(CLI::IsMember({"text", "csv", "grid", "json"}));
+  cmd->add_option("-o,--output", o->output, "file to write (default: stdout), written atomically");
+  cmd->footer(schedule_list() +
+              "\nExamples:\n  metron schedule --schedule 1f1b --pp 4 --microbatches 8\n"
+              "  metron schedule --schedule interleaved-1f1b --pp 4 --vp 2 -m 8 --format grid\n"
+              "  metron schedule --schedule zb-v --pp 4 -m 8 --with-comms\n");
+  cmd->callback([o] { run_schedule(*o); });
+}
+
+}  // namespace metron::cli

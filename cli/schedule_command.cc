@@ -7,12 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/ir/action_rows.h"
 #include "metron/ir/json_format.h"
 #include "metron/schedules/lowering.h"
 #include "metron/schedules/order_checks.h"
 #include "metron/schedules/registry.h"
+#include "metron/schedules/user_order.h"
+#include "scenario_costs.h"
 #include "schedule_grid.h"
 
 namespace metron::cli {
@@ -25,6 +28,8 @@ struct ScheduleOptions {
   std::vector<std::int32_t> layers_per_stage;
   std::optional<std::int32_t> first_stage_layers;
   std::optional<std::int32_t> last_stage_layers;
+  std::string order_file;
+  std::string scenario_file;
   bool with_comms = false;
   std::string p2p = "async";
   std::string format = "text";
@@ -61,16 +66,39 @@ std::string render(const ScheduleOptions& o, const schedules::Order& order,
   return o.format == "csv" ? ir::format_csv(rows) : ir::format_rows(rows);
 }
 
-void run_schedule(ScheduleOptions o) {
+/// A user's order file: the text form, or PyTorch's CSV when the name ends in .csv.
+schedules::UserOrder read_user_order(const std::string& path) {
+  const std::string text = read_file(path);
+  const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  return schedules::user_order(csv ? ir::parse_csv(text, path) : ir::parse_rows(text, path));
+}
+
+/// The order asked for, checked; `stages` is set to its number of global stages.
+schedules::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
+  if (!o.order_file.empty()) {
+    schedules::UserOrder user = read_user_order(o.order_file);
+    stages = user.placement == schedules::Placement::kLoop ? user.spec.pp * user.spec.vp
+                                                           : 2 * user.spec.pp;
+    return std::move(user.order);
+  }
+  if (o.spec.pp < 1 || o.spec.microbatches < 1) {
+    throw InvalidConfig("schedule: --pp and --microbatches are required (or --order FILE)");
+  }
   const schedules::ScheduleInfo& info = schedules::find_schedule(o.spec.name);
   o.spec.vp = o.vp.value_or(info.fixed_vp != 0 ? info.fixed_vp : 1);
-  const schedules::Order order = schedules::generate_order(o.spec);
+  if (!o.scenario_file.empty()) o.spec.times = read_scenario_costs(o.scenario_file);
+  schedules::Order order = schedules::generate_order(o.spec);
   // A generator bug must never reach the user as a plausible-looking schedule.
   schedules::validate_order(order, o.spec, info.placement);
+  stages = num_stages(info, o.spec);
+  return order;
+}
+
+void run_schedule(ScheduleOptions o) {
+  std::int32_t stages = 0;
+  const schedules::Order order = make_order(o, stages);
   const schedules::LoweringOptions lowering = lowering_options(o);
-  if (has_layers(lowering.layers)) {
-    (void)schedules::assign_layers(lowering.layers, num_stages(info, o.spec));
-  }
+  if (has_layers(lowering.layers)) (void)schedules::assign_layers(lowering.layers, stages);
   write_file_atomically(o.output, render(o, order, lowering));
 }
 
@@ -93,12 +121,23 @@ void add_schedule_command(CLI::App& app) {
       "stage indices, optionally with the p2p sends and receives, as text, PyTorch's CSV, a\n"
       "step-by-rank grid, or the lowered task graph as JSON. Impossible combinations are\n"
       "reported with the constraint that failed and what would be valid.");
-  cmd->add_option("--schedule", o->spec.name, "schedule name (see the list below)")
-      ->default_str("1f1b");
-  cmd->add_option("--pp", o->spec.pp, "pipeline ranks p")->required()->check(CLI::PositiveNumber);
+  auto* schedule = cmd->add_option("--schedule", o->spec.name, "schedule name (see the list below)")
+                       ->default_str("1f1b");
+  o->spec.pp = 0;
+  o->spec.microbatches = 0;
+  cmd->add_option("--pp", o->spec.pp, "pipeline ranks p (required unless --order)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--vp", o->vp, "chunks per rank v (default: 1, or 2 for V schedules)");
-  cmd->add_option("-m,--microbatches", o->spec.microbatches, "microbatches per iteration m")
-      ->required();
+  cmd->add_option("-m,--microbatches", o->spec.microbatches,
+                  "microbatches per iteration m (required unless --order)");
+  auto* order = cmd->add_option("--order", o->order_file,
+                                "a schedule of your own instead of --schedule: the text form "
+                                "(rank 0: 0F0 0F1 ...) or PyTorch's compute-only CSV (.csv)");
+  cmd->add_option("--scenario", o->scenario_file,
+                  "zb-auto: per-stage F/I/W and p2p times (ms) from the scenario's \"costs\" "
+                  "(unit times without it)")
+      ->excludes(order);
+  order->excludes(schedule);
   cmd->add_option("--group-size", o->spec.group_size,
                   "interleaved 1F1B microbatch group size N (default p)");
   cmd->add_option("--memory-limit", o->spec.memory_limit,
@@ -122,10 +161,13 @@ void add_schedule_command(CLI::App& app) {
   cmd->add_option("--format", o->format, "text, csv, grid or json (the lowered graph)")
       ->check(CLI::IsMember({"text", "csv", "grid", "json"}));
   cmd->add_option("-o,--output", o->output, "file to write (default: stdout), written atomically");
-  cmd->footer(schedule_list() +
-              "\nExamples:\n  metron schedule --schedule 1f1b --pp 4 --microbatches 8\n"
-              "  metron schedule --schedule interleaved-1f1b --pp 4 --vp 2 -m 8 --format grid\n"
-              "  metron schedule --schedule zb-v --pp 4 -m 8 --with-comms\n");
+  cmd->footer(
+      schedule_list() +
+      "\nExamples:\n  metron schedule --schedule 1f1b --pp 4 --microbatches 8\n"
+      "  metron schedule --schedule interleaved-1f1b --pp 4 --vp 2 -m 8 --format grid\n"
+      "  metron schedule --schedule zb-v --pp 4 -m 8 --with-comms\n"
+      "  metron schedule --schedule zb-auto --pp 4 -m 8 --memory-limit 8 --scenario s.json\n"
+      "  metron schedule --order my-schedule.csv --with-comms --format json -o step.json\n");
   cmd->callback([o] { run_schedule(*o); });
 }
 

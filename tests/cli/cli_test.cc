@@ -199,6 +199,30 @@ TEST_F(Cli, ScheduleWithCommsAndAsJsonLowersToAValidGraph) {
   EXPECT_THAT(check.out, HasSubstr("no deadlock"));
 }
 
+TEST_F(Cli, ScheduleReadsAUsersOrderFromPyTorchCsv) {
+  write_file_atomically(path("zb1p.csv"),
+                        "0F0,0F1,,0I0,0W0,0F2,0I1,0W1,0I2,0W2\n"
+                        ",1F0,1I0,1F1,1W0,1I1,1F2,1W1,1I2,1W2\n");
+  Outcome r = metron("schedule --order " + path("zb1p.csv") + " --format csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "0F0,0F1,0I0,0W0,0F2,0I1,0W1,0I2,0W2\n1F0,1I0,1F1,1W0,1I1,1F2,1W1,1I2,1W2\n");
+  Outcome both = metron("schedule --order " + path("zb1p.csv") + " --schedule gpipe");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("--schedule excludes --order"));
+}
+
+TEST_F(Cli, ZbAutoTakesStageTimesFromAScenario) {
+  write_file_atomically(path("s.json"),
+                        R"({"costs": {"F": [1, 1], "I": [1, 1], "W": [1, 1], "p2p": 0}})");
+  Outcome r = metron("schedule --schedule zb-auto --pp 2 -m 4 --scenario " + path("s.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("rank 1: 1F0 "));
+  write_file_atomically(path("bad.json"), R"({"costs": {"F": ["fast"]}})");
+  Outcome bad = metron("schedule --schedule zb-auto --pp 2 -m 4 --scenario " + path("bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("bad.json: costs.F[0]: expected a number, got \"fast\""));
+}
+
 TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {
   Outcome unknown = metron("schedule --schedule 1f2b --pp 2 -m 2");
   EXPECT_EQ(unknown.code, 2);
@@ -211,7 +235,7 @@ TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {
   EXPECT_THAT(layers.err, HasSubstr("10"));
   Outcome missing = metron("schedule --schedule 1f1b -m 4");
   EXPECT_EQ(missing.code, 2);
-  EXPECT_THAT(missing.err, HasSubstr("--pp is required"));
+  EXPECT_THAT(missing.err, HasSubstr("--pp and --microbatches are required (or --order FILE)"));
 }
 
 }  // namespace

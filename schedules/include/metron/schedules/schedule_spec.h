@@ -24,8 +24,8 @@ struct ScheduleSpec {
   std::int32_t pp = 1;            ///< pipeline ranks
   std::int32_t vp = 1;            ///< chunks (virtual stages) per rank; 2 for V schedules
   std::int32_t microbatches = 1;  ///< per iteration (per direction pair for DualPipe: total)
-  std::optional<std::int32_t> group_size;  ///< Megatron interleaved N; default pp
-  bool forward_only = false;               ///< inference: forwards only
+  std::optional<std::int32_t> group_size;    ///< Megatron interleaved N; default pp
+  bool forward_only = false;                 ///< inference: forwards only
   std::optional<std::int32_t> memory_limit;  ///< zb-auto: max pending backwards K (ZB-1p: K = p)
   StageTimes times;                          ///< zb-auto
 };

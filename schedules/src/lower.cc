@@ -59,6 +59,10 @@ ir::Graph lower(const Order& order, const LoweringOptions& options) {
   rows = add_p2p(rows, options.p2p);
   if (options.optimizer_step) rows = add_optimizer_step(rows);
   ir::Graph graph = set_p2p_bytes(ir::rows_to_graph(rows), options.p2p_bytes);
+  if (options.encoder_decoder_split) {
+    graph = add_encoder_output_transfers(graph, *options.encoder_decoder_split,
+                                         options.encoder_output_bytes);
+  }
   if (options.memory_effects) graph = add_memory_effects(graph, options);
   if (has_layers(options.layers)) {
     graph = assign_layers(graph, assign_layers(options.layers, num_stages(order)));

@@ -69,4 +69,8 @@ inline std::vector<std::int32_t> stage_ranks(const Order& order, const std::stri
   return ranks;
 }
 
+/// add_p2p_batched for several stages per rank in loop placement (p2p_batched_interleaved.cc,
+/// Note [batched interleaved exchanges]); the order's num_stages stages split evenly over its rows.
+Order add_p2p_batched_interleaved(const Order& order, std::int32_t num_stages);
+
 }  // namespace metron::schedules::detail

@@ -1,4 +1,5 @@
-// add_p2p_batched: Megatron's blocking p2p exchanges of non-interleaved 1F1B (SCHEDULES.md §1.3).
+// add_p2p_batched: Megatron's blocking p2p exchanges of non-interleaved 1F1B (SCHEDULES.md §1.3);
+// interleaved 1F1B (loop placement) is lowered in p2p_batched_interleaved.cc.
 //
 // Note [batched p2p steps]: each rank's row is cut into compute actions and exchange *steps*. A
 // step issues its SEND and RECV tokens together and then blocks the host on each of them
@@ -22,8 +23,9 @@
 // has no group (each transfer is its own rendezvous on a FIFO stream), and this order keeps it
 // deadlock-free even for PP=2 and with one hardware queue.
 //
-// Interleaved and V orders (several stages per rank) pair each step's receive with a different
-// virtual step (§1.4) and are rejected; P2PMode::kAsync lowers them.
+// Several stages per rank: loop placement (Megatron interleaved 1F1B) follows Note [batched
+// interleaved exchanges]; V placement and OVERLAP_F_B units (ZB-V, DualPipe) are rejected, and
+// P2PMode::kAsync lowers them.
 
 #include <algorithm>
 #include <string>
@@ -126,26 +128,38 @@ class RowExchanges {
   detail::Row out_;
 };
 
-// The one stage of rank r, or -1 for an empty row. Throws for several stages or OVERLAP units.
-std::int32_t only_stage(const detail::Row& row, std::size_t r) {
-  std::int32_t stage = -1;
-  for (const auto& slot : row) {
-    bool compute = false;
-    if (slot) detail::for_each_compute(*slot, [&](const Action&) { compute = true; });
-    if (!compute) continue;
-    if (slot->type == ActionType::kOverlapForwardBackward || (stage >= 0 && slot->stage != stage)) {
-      std::string what =
-          slot->type == ActionType::kOverlapForwardBackward
-              ? "an OVERLAP_F_B unit \"" + ir::to_string(*slot) + "\""
-              : "stages " + std::to_string(stage) + " and " + std::to_string(slot->stage);
-      throw InvalidConfig("add_p2p_batched: rank " + std::to_string(r) + " computes " + what +
-                          "; batched p2p supports one stage per rank (Megatron 1F1B) so far; use "
-                          "async p2p (P2PMode::kAsync, --p2p async) for interleaved, V and "
-                          "DualPipe orders");
+const std::string kUseAsync =
+    "; batched p2p supports one stage per rank (Megatron 1F1B) and loop placement (Megatron "
+    "interleaved 1F1B); use async p2p (P2PMode::kAsync, --p2p async) for V and DualPipe orders";
+
+// Throws for OVERLAP_F_B units; returns whether some rank computes several stages, after checking
+// that they are then in loop placement (stage c·p + r on rank r, the same number on every rank).
+bool is_interleaved(const Order& order, const std::vector<std::int32_t>& stage_rank) {
+  for (std::size_t r = 0; r < order.rows.size(); ++r) {
+    for (const auto& slot : order.rows[r]) {
+      if (!slot || slot->type != ActionType::kOverlapForwardBackward) continue;
+      throw InvalidConfig("add_p2p_batched: rank " + std::to_string(r) +
+                          " computes an OVERLAP_F_B unit \"" + ir::to_string(*slot) + "\"" +
+                          kUseAsync);
     }
-    stage = slot->stage;
   }
-  return stage;
+  const auto p = static_cast<std::int32_t>(order.rows.size());
+  const auto num_stages = static_cast<std::int32_t>(stage_rank.size());
+  std::vector<std::int32_t> stages_on(order.rows.size(), 0);
+  for (std::int32_t r : stage_rank) ++stages_on[static_cast<std::size_t>(r)];
+  if (std::all_of(stages_on.begin(), stages_on.end(), [](std::int32_t n) { return n <= 1; })) {
+    return false;
+  }
+  for (std::int32_t s = 0; s < num_stages; ++s) {
+    const std::int32_t r = stage_rank[static_cast<std::size_t>(s)];
+    if (r == s % p && num_stages % p == 0) continue;
+    const std::string got =
+        r == s % p ? std::to_string(num_stages) + " stages over " + std::to_string(p) + " ranks"
+                   : "stage " + std::to_string(s) + " on rank " + std::to_string(r);
+    throw InvalidConfig("add_p2p_batched: " + got + "; expected one stage per rank or stage c·" +
+                        std::to_string(p) + " + r on rank r for every chunk c" + kUseAsync);
+  }
+  return true;
 }
 
 }  // namespace
@@ -153,9 +167,14 @@ std::int32_t only_stage(const detail::Row& row, std::size_t r) {
 Order add_p2p_batched(const Order& order) {
   std::vector<std::int32_t> stage_rank = detail::stage_ranks(order, "add_p2p_batched");
   auto num_stages = static_cast<std::int32_t>(stage_rank.size());
+  if (is_interleaved(order, stage_rank))
+    return detail::add_p2p_batched_interleaved(order, num_stages);
   Order out{.groups = order.groups, .rows = {}};
   for (std::size_t r = 0; r < order.rows.size(); ++r) {
-    std::int32_t stage = only_stage(order.rows[r], r);
+    std::int32_t stage = -1;  // the rank's one stage, or -1 for a row without compute
+    for (const auto& slot : order.rows[r]) {
+      if (slot) detail::for_each_compute(*slot, [&](const Action& c) { stage = c.stage; });
+    }
     if (stage < 0) {
       out.rows.emplace_back();
       continue;

@@ -14,6 +14,7 @@
 #include "metron/ir/action_rows.h"
 #include "metron/ir/ordering.h"
 #include "metron/ir/rows_graph.h"
+#include "metron/schedules/generators.h"
 #include "metron/schedules/lowering.h"
 
 namespace metron::schedules {
@@ -113,23 +114,6 @@ TEST(AddMemoryEffects, NegativeSizesAreRejected) {
                             "and p2p_bytes (7); expected each >= 0")));
 }
 
-// Megatron 1F1B (SCHEDULES.md §1.3) as text.
-std::string one_f_one_b(std::int32_t p, std::int32_t m) {
-  std::string text;
-  for (std::int32_t r = 0; r < p; ++r) {
-    std::int32_t w = std::min(p - r - 1, m);
-    std::string s = std::to_string(r);
-    text += "rank " + s + ":";
-    for (std::int32_t i = 0; i < w; ++i) text += " " + s + "F" + std::to_string(i);
-    for (std::int32_t i = 0; i < m - w; ++i) {
-      text += " " + s + "F" + std::to_string(w + i) + " " + s + "B" + std::to_string(i);
-    }
-    for (std::int32_t i = m - w; i < m; ++i) text += " " + s + "B" + std::to_string(i);
-    text += "\n";
-  }
-  return text;
-}
-
 // Unit-time run of the ordering rules: every round starts all startable tasks, then completes
 // them. A buffer lives from its allocator's start to its last user's completion. Returns the
 // peak number of live buffers per rank whose name starts with `prefix`.
@@ -175,7 +159,7 @@ TEST(AddMemoryEffects, OneFOneBPeakActivationsAreStagesInFlight) {
   // before its first backward frees anything, so p - r stashes are alive at the peak; rank 0
   // holds p = 4. Both p2p modes; the output buffers are freed by the sends and not counted.
   for (P2PMode mode : {P2PMode::kAsync, P2PMode::kBatched}) {
-    ir::Graph g = lower(ir::parse_rows(one_f_one_b(4, 8)), {.p2p = mode});
+    ir::Graph g = lower(one_f_one_b({.pp = 4, .microbatches = 8}), {.p2p = mode});
     EXPECT_THAT(peak_live(g, "activation"), ElementsAre(4, 3, 2, 1));
   }
 }

@@ -64,12 +64,17 @@ TEST_P(EverySchedule, OrdersValidateAndRoundTripThroughTextAndCsv) {
   EXPECT_GT(accepted, 0) << "the sweep accepted no combination of " << GetParam().name;
 }
 
-TEST_P(EverySchedule, ForwardOnlyOrdersHoldOnlyForwards) {
-  if (!GetParam().forward_only_meaningful) GTEST_SKIP() << "no forward-only form";
+TEST_P(EverySchedule, ForwardOnlyOrdersHoldOnlyForwardsOrAreRefused) {
   sweep(
       GetParam(),
       [&](ScheduleSpec spec, const Order&) {
         spec.forward_only = true;
+        if (!GetParam().forward_only_meaningful) {
+          EXPECT_THAT([&] { (void)generate_order(spec); },
+                      ::testing::ThrowsMessage<InvalidConfig>(
+                          ::testing::HasSubstr("has no forward-only form")));
+          return;
+        }
         const Order order = generate_order(spec);
         ASSERT_NO_THROW(validate_order(order, spec, GetParam().placement));
       },

@@ -17,6 +17,8 @@
 //   add_optimizer_step  STEP (tagged with the rank's lowest stage) at the end of every rank's row
 //   rows_to_graph       (metron::ir) the graph, with same-rank dependencies; lower() then sets
 //                       every p2p transfer's bytes to p2p_bytes
+//   add_encoder_output_transfers  (encoder_decoder_split set) Megatron's T5: a second
+//                       transfer (the encoder output) on every boundary from the split stage on
 //   add_memory_effects  F stashes its activation, I turns it into the weight-gradient stash,
 //                       W or B frees; deallocate_output_tensor frees a sent output right after
 //                       the send (else it lives until the backward)
@@ -56,6 +58,9 @@ struct LoweringOptions {
   std::int64_t activation_bytes = 1;   ///< one microbatch's activation on one stage (M_B)
   std::int64_t weight_grad_bytes = 1;  ///< the weight-gradient stash I leaves for W (M_W)
   std::int64_t p2p_bytes = 1;          ///< one boundary tensor
+  /// Megatron's pipeline split rank for encoder-and-decoder models (stages before it encode).
+  std::optional<std::int32_t> encoder_decoder_split;
+  std::int64_t encoder_output_bytes = 1;  ///< the second tensor decoder stages exchange
   LayerAssignment layers;
 };
 
@@ -69,6 +74,14 @@ Order add_p2p_async(const Order& order);
 Order add_p2p_batched(const Order& order);
 /// STEP at the end of every non-empty row.
 Order add_optimizer_step(const Order& order);
+/// Set in the tag of a transfer's encoder-output twin; ir::p2p_tag stays below it for every
+/// stage < 2^41, so the two can never collide.
+inline constexpr std::int64_t kEncoderOutputTagBit = std::int64_t{1} << 62;
+/// Twins every transfer on a boundary (s -> s+1) with s >= split_stage (Note [encoder output
+/// transfers] in encoder_decoder.cc); tasks keep their ids. Throws InvalidConfig unless
+/// 1 <= split_stage < stages.
+ir::Graph add_encoder_output_transfers(const ir::Graph& graph, std::int32_t split_stage,
+                                       std::int64_t encoder_output_bytes);
 /// Buffers per Note [pipeline memory effects] (memory_effects.cc); tasks keep their ids.
 ir::Graph add_memory_effects(const ir::Graph& graph, const LoweringOptions& options);
 /// Layer ranges per global stage; throws InvalidConfig when layers do not divide as asked (naming

@@ -28,6 +28,7 @@ struct ScheduleOptions {
   std::vector<std::int32_t> layers_per_stage;
   std::optional<std::int32_t> first_stage_layers;
   std::optional<std::int32_t> last_stage_layers;
+  std::optional<std::int32_t> encoder_decoder_split;
   std::string order_file;
   std::string scenario_file;
   bool with_comms = false;
@@ -45,6 +46,7 @@ schedules::LoweringOptions lowering_options(const ScheduleOptions& o) {
   out.p2p = !o.with_comms        ? schedules::P2PMode::kNone
             : o.p2p == "batched" ? schedules::P2PMode::kBatched
                                  : schedules::P2PMode::kAsync;
+  out.encoder_decoder_split = o.encoder_decoder_split;
   out.layers = {.layers = o.layers,
                 .per_stage = o.layers_per_stage,
                 .first_stage = o.first_stage_layers,
@@ -97,6 +99,11 @@ schedules::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
 void run_schedule(ScheduleOptions o) {
   std::int32_t stages = 0;
   const schedules::Order order = make_order(o, stages);
+  if (o.encoder_decoder_split && o.format != "json") {
+    throw InvalidConfig(
+        "--encoder-decoder-split changes the lowered graph only; expected "
+        "--format json (the text forms have no way to show the second tensor)");
+  }
   const schedules::LoweringOptions lowering = lowering_options(o);
   if (has_layers(lowering.layers)) (void)schedules::assign_layers(lowering.layers, stages);
   write_file_atomically(o.output, render(o, order, lowering));
@@ -153,6 +160,9 @@ void add_schedule_command(CLI::App& app) {
                   "layers on the last stage (with --layers; the rest split evenly)");
   layers->excludes(per_stage);
   cmd->add_flag("--forward-only", o->spec.forward_only, "inference: forwards only");
+  cmd->add_option("--encoder-decoder-split", o->encoder_decoder_split,
+                  "encoder-decoder model (T5): first decoder stage; boundaries after it carry a "
+                  "second tensor (in the lowered graph, --format json)");
   cmd->add_flag("--with-comms", o->with_comms, "add SEND_F/RECV_F/SEND_B/RECV_B");
   cmd->add_option("--p2p", o->p2p,
                   "with --with-comms: async (isend/irecv, overlap_p2p_comm) or batched (Megatron's "

@@ -128,7 +128,7 @@ class RowExchanges {
   detail::Row out_;
 };
 
-const std::string kUseAsync =
+constexpr const char* kUseAsync =
     "; batched p2p supports one stage per rank (Megatron 1F1B) and loop placement (Megatron "
     "interleaved 1F1B); use async p2p (P2PMode::kAsync, --p2p async) for V and DualPipe orders";
 
@@ -167,8 +167,9 @@ bool is_interleaved(const Order& order, const std::vector<std::int32_t>& stage_r
 Order add_p2p_batched(const Order& order) {
   std::vector<std::int32_t> stage_rank = detail::stage_ranks(order, "add_p2p_batched");
   auto num_stages = static_cast<std::int32_t>(stage_rank.size());
-  if (is_interleaved(order, stage_rank))
+  if (is_interleaved(order, stage_rank)) {
     return detail::add_p2p_batched_interleaved(order, num_stages);
+  }
   Order out{.groups = order.groups, .rows = {}};
   for (std::size_t r = 0; r < order.rows.size(); ++r) {
     std::int32_t stage = -1;  // the rank's one stage, or -1 for a row without compute

@@ -16,13 +16,15 @@
 // input of j's microbatch on the next chunk (+1 forward, -1 backward), which waits in that
 // chunk's queue. That needs groups of at least p microbatches, as in Megatron; a receive that
 // would come after its consumer is rejected.
-// No deadlock: with warm-ups w_r = min(w_{r+1} + 2, T), rank r's i-th call meets rank r+1's
-// (i-1)-th in both directions, and the wrap from rank p-1 to rank 0 meets in the same round too
-// (a capped warm-up only splits one round into two calls). Each call issues its forward tokens,
-// then its backward ones; within a direction it receives first, except on the direction's
-// leading rank, which sends first. So with one hardware queue each direction's ring of transfers
-// starts at the leading rank instead of waiting on itself, and with separate send and receive
-// streams every forward pair meets at the head of both FIFOs, the backward pairs right after.
+// No deadlock: with warm-ups w_r = min(w_{r+1} + 2, T) (checked), rank r's i-th call meets rank
+// r+1's (i-1)-th in both directions, and ranks p-1 and 0 meet across the wrap in the same round,
+// so the calls form rounds (a rank that runs all warm-up, w = T, splits one round into its
+// send_forward and its recv_backward, which delays the pairing but never reverses it). Each call
+// issues its forward tokens, then its backward ones; within a direction it receives first, except
+// on the direction's leading rank, which sends first. So with one hardware queue each direction's
+// ring of transfers starts at the leading rank instead of waiting on itself, and with separate
+// send and receive streams every forward pair meets at the head of both FIFOs, the backward pairs
+// right after. The tests check every generated interleaved order up to p = 4 with find_deadlock.
 // Megatron requires pp > 2 here (issue #750: its batched send_next and send_prev to the one peer
 // of PP=2 cannot be told apart); our transfers carry (stage, microbatch, kind) tags, so p = 2
 // works as well.
@@ -40,7 +42,7 @@ namespace {
 using ir::Action;
 using ir::ActionType;
 
-const std::string kOtherOrders =
+constexpr const char* kOtherOrders =
     "; batched p2p lowers several stages per rank only for Megatron's interleaved 1F1B; use async "
     "p2p (P2PMode::kAsync, --p2p async) for other orders";
 
@@ -113,36 +115,47 @@ bool same_step(const Action& got, const Action& expected) {
   return type && got.stage == expected.stage && got.microbatch == expected.microbatch;
 }
 
-// Rank r's warm-up, after checking that its steps follow rank 0's table.
-std::int32_t checked_warmup(const Pipeline& pl, const Row& row, std::size_t r) {
+// Rank r's warm-up w, after checking that its steps follow rank 0's table. The steps give w
+// (F^w, then F B), except that w = T-1 and w = T give the same steps F^T B^T; `expected` (from
+// rank r+1) tells them apart: both run the same computes but not the same exchanges.
+std::int32_t checked_warmup(const Pipeline& pl, const Row& row, std::size_t r,
+                            std::optional<std::int32_t> expected) {
   const std::vector<Action> steps = steps_of(row);
-  auto first_backward =
-      std::find_if(steps.begin(), steps.end(), [](const Action& a) { return is_backward(a.type); });
-  const auto w = static_cast<std::int32_t>(first_backward - steps.begin());
-  const std::vector<Action> expected = expected_steps(pl, static_cast<std::int32_t>(r), w);
-  for (std::size_t i = 0; i < std::max(steps.size(), expected.size()); ++i) {
-    if (i < steps.size() && i < expected.size() && same_step(steps[i], expected[i])) continue;
+  const auto leading_forwards =
+      static_cast<std::int32_t>(std::find_if(steps.begin(), steps.end(),
+                                             [](const Action& a) { return is_backward(a.type); }) -
+                                steps.begin());
+  std::int32_t w = std::max(leading_forwards - 1, 0);
+  if (leading_forwards >= pl.steps()) w = expected == pl.steps() - 1 ? *expected : pl.steps();
+  const std::vector<Action> want = expected_steps(pl, static_cast<std::int32_t>(r), w);
+  for (std::size_t i = 0; i < std::max(steps.size(), want.size()); ++i) {
+    if (i < steps.size() && i < want.size() && same_step(steps[i], want[i])) continue;
     auto text = [&](const std::vector<Action>& v) {
       return i < v.size() ? "\"" + ir::to_string(v[i]) + "\"" : std::string("the end of the row");
     };
     throw InvalidConfig("add_p2p_batched: rank " + std::to_string(r) + " step " +
-                        std::to_string(i) + " is " + text(steps) + "; expected " + text(expected) +
+                        std::to_string(i) + " is " + text(steps) + "; expected " + text(want) +
                         " (Megatron's interleaved 1F1B with rank 0's table of forwards and a " +
                         "warm-up of " + std::to_string(w) + ")" + kOtherOrders);
   }
   return w;
 }
 
-void check_warmups(const Pipeline& pl, const std::vector<std::int32_t>& warmups) {
-  for (std::size_t r = 0; r + 1 < warmups.size(); ++r) {
-    const std::int32_t expected = std::min(warmups[r + 1] + 2, pl.steps());
-    if (warmups[r] == expected) continue;
+// Every rank's warm-up; Megatron's are w_r = min(w_{r+1} + 2, T).
+std::vector<std::int32_t> checked_warmups(const Order& order, const Pipeline& pl) {
+  std::vector<std::int32_t> warmups(order.rows.size());
+  for (std::size_t r = warmups.size(); r-- > 0;) {
+    std::optional<std::int32_t> expected;
+    if (r + 1 < warmups.size()) expected = std::min(warmups[r + 1] + 2, pl.steps());
+    warmups[r] = checked_warmup(pl, order.rows[r], r, expected);
+    if (!expected || warmups[r] == *expected) continue;
     throw InvalidConfig("add_p2p_batched: rank " + std::to_string(r) + " warms up with " +
                         std::to_string(warmups[r]) + " forwards; expected min(" +
                         std::to_string(warmups[r + 1]) + " + 2, " + std::to_string(pl.steps()) +
-                        ") = " + std::to_string(expected) + ", two more than rank " +
+                        ") = " + std::to_string(*expected) + ", two more than rank " +
                         std::to_string(r + 1) + " (Megatron's interleaved 1F1B)" + kOtherOrders);
   }
+  return warmups;
 }
 
 // Emits one rank's row per Note [batched interleaved exchanges].
@@ -280,11 +293,7 @@ Order add_p2p_batched_interleaved(const Order& order, std::int32_t num_stages) {
     return out;
   }
   const Pipeline pl = pipeline_of(order, num_stages);
-  std::vector<std::int32_t> warmups;
-  for (std::size_t r = 0; r < order.rows.size(); ++r) {
-    warmups.push_back(checked_warmup(pl, order.rows[r], r));
-  }
-  check_warmups(pl, warmups);
+  const std::vector<std::int32_t> warmups = checked_warmups(order, pl);
   for (std::size_t r = 0; r < order.rows.size(); ++r) {
     out.rows.push_back(
         InterleavedRow(pl, static_cast<std::int32_t>(r), warmups[r]).run(order.rows[r]));

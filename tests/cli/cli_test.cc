@@ -199,6 +199,22 @@ TEST_F(Cli, ScheduleWithCommsAndAsJsonLowersToAValidGraph) {
   EXPECT_THAT(check.out, HasSubstr("no deadlock"));
 }
 
+TEST_F(Cli, EncoderDecoderSplitDoublesTheTransfersAfterTheSplit) {
+  // 1F1B on 4 stages, 4 microbatches: 3 boundaries x 4 microbatches x (activation + gradient)
+  // = 24 transfers, plus a second tensor across the one boundary after split stage 2 (2 -> 3):
+  // 4 x 2 more, so 32 sends.
+  Outcome r = metron(
+      "schedule --pp 4 -m 4 --with-comms --format json --encoder-decoder-split 2 "
+      "-o " +
+      path("t5.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(metron("graph check " + path("t5.json")).out,
+              HasSubstr("tasks     100: 36 compute, 32 send, 32 recv"));
+  Outcome text = metron("schedule --pp 4 -m 4 --encoder-decoder-split 2");
+  EXPECT_EQ(text.code, 2);
+  EXPECT_THAT(text.err, HasSubstr("expected --format json"));
+}
+
 TEST_F(Cli, ScheduleReadsAUsersOrderFromPyTorchCsv) {
   write_file_atomically(path("zb1p.csv"),
                         "0F0,0F1,,0I0,0W0,0F2,0I1,0W1,0I2,0W2\n"

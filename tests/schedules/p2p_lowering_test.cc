@@ -13,34 +13,19 @@
 #include "metron/ir/action_rows.h"
 #include "metron/ir/deadlock.h"
 #include "metron/ir/rows_graph.h"
+#include "metron/schedules/generators.h"
 #include "metron/schedules/lowering.h"
+#include "metron/schedules/registry.h"
 
 namespace metron::schedules {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 
 Order rows(const std::string& text) { return ir::parse_rows(text); }
-
-// Megatron 1F1B (SCHEDULES.md §1.3) as text: rank r holds stage r, warmup w = min(p-r-1, m),
-// then m-w pairs F(w+i) B(i), then the remaining B.
-std::string one_f_one_b(std::int32_t p, std::int32_t m) {
-  std::string text;
-  for (std::int32_t r = 0; r < p; ++r) {
-    std::int32_t w = std::min(p - r - 1, m);
-    std::string s = std::to_string(r);
-    text += "rank " + s + ":";
-    for (std::int32_t i = 0; i < w; ++i) text += " " + s + "F" + std::to_string(i);
-    for (std::int32_t i = 0; i < m - w; ++i) {
-      text += " " + s + "F" + std::to_string(w + i) + " " + s + "B" + std::to_string(i);
-    }
-    for (std::int32_t i = m - w; i < m; ++i) text += " " + s + "B" + std::to_string(i);
-    text += "\n";
-  }
-  return text;
-}
 
 TEST(SplitBackward, FullBackwardBecomesInputThenWeightInPlace) {
   // Idle slots, W-less I and OVERLAP_F_B units stay as they are (the overlap's B is DualPipe's
@@ -151,7 +136,7 @@ TEST(AddP2PAsync, OneFOneBOrdersNeverDeadlock) {
     for (std::int32_t m = 1; m <= 2 * p + 1; ++m) {
       for (std::int32_t queues : {8, 1}) {
         for (bool split : {false, true}) {
-          Order order = rows(one_f_one_b(p, m));
+          Order order = one_f_one_b({.pp = p, .microbatches = m});
           if (split) order = split_backward(order);
           ir::Graph g = ir::rows_to_graph(add_p2p_async(order), {.hardware_queues = queues});
           ir::DeadlockReport report = ir::find_deadlock(g);
@@ -177,7 +162,7 @@ TEST(AddP2PAsync, OneFOneBOrdersNeverDeadlock) {
 // Both ranks' PP=2 exchange (0SEND_F1 0RECV_B0 against 1RECV_F1 1SEND_B0) is issued before
 // either host blocks, so the pair meets head to head.
 TEST(AddP2PBatched, MegatronOneFOneBPp2) {
-  Order out = add_p2p_batched(rows(one_f_one_b(2, 2)));
+  Order out = add_p2p_batched(one_f_one_b({.pp = 2, .microbatches = 2}));
   EXPECT_EQ(ir::format_rows(out),
             "rank 0: 0F0 0SEND_F0 WAIT(0SEND_F0) 0F1 0SEND_F1 0RECV_B0 WAIT(0RECV_B0) "
             "WAIT(0SEND_F1) 0B0 0RECV_B1 WAIT(0RECV_B1) 0B1\n"
@@ -192,7 +177,7 @@ TEST(AddP2PBatched, MegatronOneFOneBPp2) {
 //   stage 1: recv_forward; F0; send_forward; recv_backward; B0; send_backward
 //   stage 2: recv_forward; F0; B0; send_backward
 TEST(AddP2PBatched, NoSteadyPhaseKeepsSendAndReceiveSeparate) {
-  EXPECT_EQ(ir::format_rows(add_p2p_batched(rows(one_f_one_b(3, 1)))),
+  EXPECT_EQ(ir::format_rows(add_p2p_batched(one_f_one_b({.pp = 3, .microbatches = 1}))),
             "rank 0: 0F0 0SEND_F0 WAIT(0SEND_F0) 0RECV_B0 WAIT(0RECV_B0) 0B0\n"
             "rank 1: 1RECV_F0 WAIT(1RECV_F0) 1F0 1SEND_F0 WAIT(1SEND_F0) 1RECV_B0 WAIT(1RECV_B0) "
             "1B0 1SEND_B0 WAIT(1SEND_B0)\n"
@@ -219,7 +204,7 @@ TEST(AddP2PBatched, OneFOneBOrdersNeverDeadlockIncludingPp2AndOneQueue) {
     for (std::int32_t m = 1; m <= 2 * p + 1; ++m) {
       for (std::int32_t queues : {8, 1}) {
         for (bool split : {false, true}) {
-          Order order = rows(one_f_one_b(p, m));
+          Order order = one_f_one_b({.pp = p, .microbatches = m});
           if (split) order = split_backward(order);
           ir::Graph g = ir::rows_to_graph(add_p2p_batched(order), {.hardware_queues = queues});
           ir::DeadlockReport report = ir::find_deadlock(g);
@@ -232,12 +217,169 @@ TEST(AddP2PBatched, OneFOneBOrdersNeverDeadlockIncludingPp2AndOneQueue) {
   }
 }
 
-TEST(AddP2PBatched, SeveralStagesPerRankAreRejectedNamingAsync) {
-  EXPECT_THAT([] { add_p2p_batched(rows("rank 0: 0F0 2F0 2B0 0B0\nrank 1: 1F0 3F0 3B0 1B0\n")); },
-              ThrowsMessage<InvalidConfig>(HasSubstr(
-                  "add_p2p_batched: rank 0 computes stages 0 and 2; batched p2p supports one "
-                  "stage per rank (Megatron 1F1B) so far; use async p2p (P2PMode::kAsync, "
-                  "--p2p async) for interleaved, V and DualPipe orders")));
+// Megatron interleaved 1F1B, p = 2, v = 2, m = 2, N = 2 (§1.4). Table: step k = 0..3 runs
+// (mb, chunk) (0,0) (1,0) (0,1) (1,1); backward k runs chunk 1 - chunk(k). Warm-ups:
+// 2(p-r-1) + (v-1)N = 4 = T on rank 0 (all warm-up), 2 on rank 1. Stages: rank 0 holds 0 and 2,
+// rank 1 holds 1 and 3. Per call (Note [batched interleaved exchanges]: forward tokens, then
+// backward ones; receive first except on the leading rank, 0 forwards and 1 backwards):
+// Rank 0 (forward leader: receives at step k >= p-1 = 1 what rank 1 sent at step k-1):
+//   before 0F0: recv_forward: none (leader, k < 1)
+//   0F0 send_forward_recv_forward: 0SEND_F0; nothing arrives (k = 0 < 1)
+//   0F1 send_forward_recv_forward: 0SEND_F1; rank 1's step 0 ran chunk 0 -> 2RECV_F0 (queued)
+//   2F0 send_forward_recv_forward: 2SEND_F0; rank 1's step 1 ran chunk 0 -> 2RECV_F1
+//   2F1 send_forward_recv_forward: 2SEND_F1; nothing (step 4 does not exist)
+//       all warm-up: recv_backward of B0 = 2B0 -> 2RECV_B0
+//   2B0 send_backward_recv_backward: 2SEND_B0; input of B1 = 2B1 -> 2RECV_B1
+//   2B1 send_backward_recv_backward: 2SEND_B1; input of B2 = 0B0 -> 0RECV_B0
+//   0B0 send_backward_recv_backward: none (stage 0); input of B3 = 0B1 -> 0RECV_B1
+//   0B1 send_backward_recv_backward: nothing left
+// Rank 1 (backward leader: receives at step k >= 1 what rank 0 sent at backward step k-1):
+//   before 1F0: recv_forward -> 1RECV_F0
+//   1F0 send_forward_recv_forward: 1SEND_F0; input of F1 = 1F1 -> 1RECV_F1
+//   1F1 last warm-up, send_forward_backward_recv_forward_backward: 1SEND_F1; input of F2 = 3F0
+//       -> 3RECV_F0; B0's gradient: none (3B0 is the last stage)
+//   3F0 3B0 steady: 3F0 sends nothing (last stage); input of F3 -> 3RECV_F1; 3SEND_B0; backward
+//       leader at k = 0 < 1: nothing
+//   3F1 3B1 steady (last): no F send, no F receive; 3SEND_B1; rank 0's backward step 0 ran
+//       chunk 1 -> its gradient is for chunk 0: 1RECV_B0
+//   1B0 cool-down: 1SEND_B0; rank 0's backward step 1 ran chunk 1 -> 1RECV_B1
+//   1B1 cool-down: 1SEND_B1; nothing (last step)
+// With one hardware queue the tokens meet in order: 0SEND_F0/1RECV_F0, 0SEND_F1/1RECV_F1,
+// 1SEND_F0/2RECV_F0, 2SEND_F0/3RECV_F0, 1SEND_F1/2RECV_F1, 2SEND_F1/3RECV_F1, 3SEND_B0/2RECV_B0
+// (rank 0's separate recv_backward meets the same call of rank 1), 3SEND_B1/2RECV_B1,
+// 2SEND_B0/1RECV_B0, 1SEND_B0/0RECV_B0, 2SEND_B1/1RECV_B1, 1SEND_B1/0RECV_B1. Megatron itself
+// forbids this PP=2 case (issue #750); our tags tell 0SEND_F1 and 2SEND_B0 to rank 1 apart.
+TEST(AddP2PBatched, MegatronInterleavedPp2Vp2M2) {
+  const Order order =
+      generate_order({.name = "interleaved-1f1b", .pp = 2, .vp = 2, .microbatches = 2});
+  ASSERT_EQ(ir::format_rows(order),
+            "rank 0: 0F0 0F1 2F0 2F1 2B0 2B1 0B0 0B1\n"
+            "rank 1: 1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1\n");
+  Order out = add_p2p_batched(order);
+  EXPECT_EQ(ir::format_rows(out),
+            "rank 0: 0F0 0SEND_F0 WAIT(0SEND_F0) 0F1 0SEND_F1 2RECV_F0 WAIT(2RECV_F0) "
+            "WAIT(0SEND_F1) 2F0 2SEND_F0 2RECV_F1 WAIT(2RECV_F1) WAIT(2SEND_F0) 2F1 2SEND_F1 "
+            "WAIT(2SEND_F1) 2RECV_B0 WAIT(2RECV_B0) 2B0 2RECV_B1 2SEND_B0 WAIT(2RECV_B1) "
+            "WAIT(2SEND_B0) 2B1 0RECV_B0 2SEND_B1 WAIT(0RECV_B0) WAIT(2SEND_B1) 0B0 0RECV_B1 "
+            "WAIT(0RECV_B1) 0B1\n"
+            "rank 1: 1RECV_F0 WAIT(1RECV_F0) 1F0 1RECV_F1 1SEND_F0 WAIT(1RECV_F1) WAIT(1SEND_F0) "
+            "1F1 3RECV_F0 1SEND_F1 WAIT(3RECV_F0) WAIT(1SEND_F1) 3F0 3B0 3RECV_F1 3SEND_B0 "
+            "WAIT(3RECV_F1) WAIT(3SEND_B0) 3F1 3B1 3SEND_B1 1RECV_B0 WAIT(1RECV_B0) "
+            "WAIT(3SEND_B1) 1B0 1SEND_B0 1RECV_B1 WAIT(1RECV_B1) WAIT(1SEND_B0) 1B1 1SEND_B1 "
+            "WAIT(1SEND_B1)\n");
+  for (std::int32_t queues : {8, 1}) {
+    EXPECT_FALSE(ir::find_deadlock(ir::rows_to_graph(out, {.hardware_queues = queues})).deadlocked)
+        << "queues=" << queues;
+  }
+}
+
+// Every interleaved order the generators accept, with and without split backward, default and
+// larger group sizes: lower() validates the graph (8 hardware queues), and the exchanges alone
+// also run with one queue (rows_to_graph; LoweringOptions has no queue count).
+TEST(AddP2PBatched, InterleavedOrdersNeverDeadlockIncludingPp2AndOneQueue) {
+  std::int32_t lowered = 0;
+  for (const char* name : {"interleaved-1f1b", "interleaved-1f1b-legacy"}) {
+    for (std::int32_t p = 2; p <= 4; ++p) {
+      for (std::int32_t v = 2; v <= 3; ++v) {
+        for (std::int32_t m = 1; m <= 3 * p + 2; ++m) {
+          for (std::int32_t n = p; n <= p + 2; ++n) {
+            std::optional<std::int32_t> group;
+            if (n > p) group = n;
+            Order order;
+            try {
+              order = generate_order(
+                  {.name = name, .pp = p, .vp = v, .microbatches = m, .group_size = group});
+            } catch (const InvalidConfig&) {
+              continue;  // e.g. m < N, or m mod N in (0, p)
+            }
+            for (bool split : {false, true}) {
+              const std::string where = std::string(name) + " p=" + std::to_string(p) +
+                                        " v=" + std::to_string(v) + " m=" + std::to_string(m) +
+                                        " N=" + std::to_string(n) +
+                                        " split=" + std::to_string(split);
+              ir::Graph g = lower(order, {.p2p = P2PMode::kBatched, .split_backward = split});
+              ir::DeadlockReport report = ir::find_deadlock(g);
+              EXPECT_FALSE(report.deadlocked) << where;
+              EXPECT_EQ(report.completed, g.num_tasks()) << where;
+              Order rows = add_p2p_batched(split ? split_backward(order) : order);
+              ir::Graph one = ir::rows_to_graph(rows, {.hardware_queues = 1});
+              EXPECT_FALSE(ir::find_deadlock(one).deadlocked) << where << " queues=1";
+              ++lowered;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(lowered, 100);
+}
+
+TEST(AddP2PBatched, ForwardOnlyInterleavedOrdersOnlySendForward) {
+  for (std::int32_t p = 2; p <= 4; ++p) {
+    Order order = generate_order({.name = "interleaved-1f1b",
+                                  .pp = p,
+                                  .vp = 2,
+                                  .microbatches = 2 * p,
+                                  .forward_only = true});
+    Order out = add_p2p_batched(order);
+    EXPECT_THAT(ir::format_rows(out), Not(HasSubstr("_B")));
+    for (std::int32_t queues : {8, 1}) {
+      ir::Graph g = ir::rows_to_graph(out, {.hardware_queues = queues});
+      EXPECT_FALSE(ir::find_deadlock(g).deadlocked) << "p=" << p << " queues=" << queues;
+    }
+  }
+}
+
+// Interleaved table with groups of N = 1 < p = 2 microbatches: (0,0) (0,1) (1,0) (1,1), warm-ups
+// 2(p-r-1) + (v-1)N = 3 and 1. Rank 0's 2F0 (step 1) needs what rank 1 sends at step 0, which
+// the forward leader only receives in its call of step p-1 = 1, after 2F0.
+TEST(AddP2PBatched, InterleavedGroupsSmallerThanPpAreRejected) {
+  EXPECT_THAT(
+      [] {
+        add_p2p_batched(
+            rows("rank 0: 0F0 2F0 0F1 2F1 2B0 0B0 2B1 0B1\n"
+                 "rank 1: 1F0 3F0 3B0 1F1 1B0 3F1 3B1 1B1\n"));
+      },
+      ThrowsMessage<InvalidConfig>(AllOf(
+          HasSubstr("add_p2p_batched: rank 0 step 1 \"2F0\" runs before Megatron's exchanges "
+                    "receive its input \"2RECV_F0\"; expected an interleaved table whose groups "
+                    "hold at least pp (2) microbatches"),
+          HasSubstr("use async p2p (P2PMode::kAsync, --p2p async)"))));
+}
+
+TEST(AddP2PBatched, LoopPlacementOrdersOtherThanMegatronsAreRejected) {
+  // Looped BFS runs the backwards of a chunk in reverse microbatch order (ranks are checked
+  // from the last, whose warm-up the others' follow from).
+  EXPECT_THAT(
+      [] {
+        add_p2p_batched(
+            generate_order({.name = "looped-bfs", .pp = 2, .vp = 2, .microbatches = 2}));
+      },
+      ThrowsMessage<InvalidConfig>(
+          AllOf(HasSubstr("add_p2p_batched: rank 1 step 4 is \"3B1\"; expected \"3B0\" (Megatron's "
+                          "interleaved 1F1B with rank 0's table of forwards and a warm-up of 4)"),
+                HasSubstr("use async p2p (P2PMode::kAsync, --p2p async) for other orders"))));
+  // The 1F1B shape, but rank 0 warms up with 2 forwards instead of min(2 + 2, 4) = 4.
+  EXPECT_THAT(
+      [] {
+        add_p2p_batched(
+            rows("rank 0: 0F0 0F1 2F0 2B0 2F1 2B1 0B0 0B1\n"
+                 "rank 1: 1F0 1F1 3F0 3B0 3F1 3B1 1B0 1B1\n"));
+      },
+      ThrowsMessage<InvalidConfig>(HasSubstr(
+          "add_p2p_batched: rank 0 warms up with 2 forwards; expected min(2 + 2, 4) = 4, two "
+          "more than rank 1 (Megatron's interleaved 1F1B)")));
+}
+
+TEST(AddP2PBatched, VPlacementAndOverlapUnitsAreRejectedNamingAsync) {
+  // ZB-V-like V placement (rank 0: stages 0, 3; rank 1: stages 1, 2).
+  EXPECT_THAT(
+      [] { add_p2p_batched(rows("rank 0: 0F0 3F0 3B0 0B0\nrank 1: 1F0 2F0 2B0 1B0\n")); },
+      ThrowsMessage<InvalidConfig>(HasSubstr(
+          "add_p2p_batched: stage 2 on rank 1; expected one stage per rank or stage c·2 + r on "
+          "rank r for every chunk c; batched p2p supports one stage per rank (Megatron 1F1B) and "
+          "loop placement (Megatron interleaved 1F1B); use async p2p (P2PMode::kAsync, --p2p "
+          "async) for V and DualPipe orders")));
   EXPECT_THAT([] { add_p2p_batched(rows("rank 0: 0F0 (0F1;0B0)OVERLAP_F_B 0B1\n")); },
               ThrowsMessage<InvalidConfig>(
                   HasSubstr("add_p2p_batched: rank 0 computes an OVERLAP_F_B unit "

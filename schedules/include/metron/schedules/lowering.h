@@ -13,7 +13,8 @@
 //   add_p2p_batched     Megatron's blocking batched exchanges (send_forward_recv_backward and
 //                       friends): one step's sends and receives issued together and waited on
 //                       by the host (WAIT) before the next compute, never deadlocking,
-//                       including PP=2; one stage per rank only (else InvalidConfig: use kAsync)
+//                       including PP=2; one stage per rank or Megatron's interleaved loop
+//                       placement (V placement and OVERLAP_F_B units: InvalidConfig, use kAsync)
 //   add_optimizer_step  STEP (tagged with the rank's lowest stage) at the end of every rank's row
 //   rows_to_graph       (metron::ir) the graph, with same-rank dependencies; lower() then sets
 //                       every p2p transfer's bytes to p2p_bytes
@@ -69,8 +70,9 @@ Order split_backward(const Order& order);
 /// PyTorch's _add_send_recv (Note [ASAP send/recv insertion] in p2p_async.cc); the result has no
 /// idle slots. Throws InvalidConfig when a stage is on two ranks or the order cannot run.
 Order add_p2p_async(const Order& order);
-/// Megatron's blocking exchanges (Note [batched p2p steps] in p2p_batched.cc). Throws
-/// InvalidConfig for several stages per rank or OVERLAP_F_B units (use add_p2p_async).
+/// Megatron's blocking exchanges (Note [batched p2p steps] in p2p_batched.cc; interleaved orders:
+/// Note [batched interleaved exchanges]). Throws InvalidConfig for V placement, orders that are
+/// not Megatron's, and OVERLAP_F_B units (use add_p2p_async).
 Order add_p2p_batched(const Order& order);
 /// STEP at the end of every non-empty row.
 Order add_optimizer_step(const Order& order);

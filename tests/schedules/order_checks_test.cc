@@ -7,6 +7,7 @@
 
 #include "metron/base/error.h"
 #include "metron/ir/action_rows.h"
+#include "metron/schedules/placement.h"
 
 namespace metron::schedules {
 namespace {
@@ -93,6 +94,20 @@ TEST(StageMicrobatches, DualPipeDirectionsSplitTheMicrobatches) {
   EXPECT_EQ(stage_microbatches(Placement::kBidirectional, 4, 3, 8).count, 4);
   EXPECT_EQ(stage_microbatches(Placement::kBidirectional, 4, 4, 8).first, 4);
   EXPECT_EQ(stage_microbatches(Placement::kLoop, 4, 4, 8).count, 8);
+}
+
+TEST(StageRanks, LoopAndVPlacementsFollowTheDocumentedExamples) {
+  // SCHEDULES.md §2.3.
+  EXPECT_THAT(stage_ranks(Placement::kLoop, 4, 8), ElementsAre(0, 1, 2, 3, 0, 1, 2, 3));
+  EXPECT_THAT(stage_ranks(Placement::kV, 2, 4), ElementsAre(0, 1, 1, 0));
+  EXPECT_THAT(stage_ranks(Placement::kV, 4, 8), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));
+  EXPECT_THAT(stage_ranks(Placement::kV, 4, 12), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3));
+  // DualPipe: direction b's stage p + k on rank p - 1 - k.
+  EXPECT_THAT(stage_ranks(Placement::kBidirectional, 2, 4), ElementsAre(0, 1, 1, 0));
+  EXPECT_THAT([] { (void)stage_ranks(Placement::kLoop, 4, 6); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "stage placement: 6 stages over 4 ranks; expected a positive multiple of the "
+                  "ranks")));
 }
 
 TEST(TimeOrder, OneFOneBMatchesTheHandDrawnTimeline) {

@@ -17,6 +17,7 @@
 #include "metron/ir/deadlock.h"
 #include "metron/schedules/lowering.h"
 #include "metron/schedules/order_checks.h"
+#include "metron/schedules/placement.h"
 #include "metron/schedules/registry.h"
 
 namespace metron::schedules {
@@ -58,6 +59,17 @@ TEST_P(EverySchedule, OrdersValidateAndRoundTripThroughTextAndCsv) {
   sweep(GetParam(), [&](const ScheduleSpec& spec, const Order& order) {
     ++accepted;
     ASSERT_NO_THROW(validate_order(order, spec, GetParam().placement));
+    // Every action sits on the rank its schedule's placement gives its stage.
+    const std::int32_t stages =
+        GetParam().placement == Placement::kLoop ? spec.pp * spec.vp : 2 * spec.pp;
+    const auto ranks = stage_ranks(GetParam().placement, spec.pp, stages);
+    for (std::size_t r = 0; r < order.rows.size(); ++r) {
+      for (const auto& action : order.rows[r]) {
+        const auto& first = action->sub.empty() ? *action : action->sub.front();
+        EXPECT_EQ(ranks[static_cast<std::size_t>(first.stage)], static_cast<std::int32_t>(r))
+            << ir::to_string(*action);
+      }
+    }
     EXPECT_EQ(ir::parse_rows(ir::format_rows(order)), order);
     EXPECT_EQ(ir::parse_csv(ir::format_csv(order)), order);
   });
@@ -78,11 +90,11 @@ TEST_P(EverySchedule, ForwardOnlyOrdersHoldOnlyForwardsOrAreRefused) {
         const Order order = generate_order(spec);
         ASSERT_NO_THROW(validate_order(order, spec, GetParam().placement));
       },
-      6, 3);
+      8, 4);
 }
 
 TEST_P(EverySchedule, LoweredGraphsValidateAndCannotDeadlock) {
-  // A smaller sweep: each lowering builds and dry-runs a whole graph.
+  // Each lowering builds and dry-runs a whole graph, in both p2p modes.
   for (P2PMode mode : {P2PMode::kAsync, P2PMode::kBatched}) {
     sweep(
         GetParam(),
@@ -101,7 +113,7 @@ TEST_P(EverySchedule, LoweredGraphsValidateAndCannotDeadlock) {
           ASSERT_FALSE(report.deadlocked) << report.blocked.front();
           EXPECT_EQ(report.completed, g.num_tasks());
         },
-        5, 3);
+        8, 4);
   }
 }
 

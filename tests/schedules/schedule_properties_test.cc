@@ -24,8 +24,11 @@ namespace metron::schedules {
 
 // gtest prints parameters with this instead of dumping their bytes; argument-dependent lookup
 // finds it only outside the anonymous namespace.
-void PrintTo(const ScheduleInfo& info, std::ostream* os);
-void PrintTo(const ScheduleInfo& info, std::ostream* os) { *os << info.name; }
+// The name is gtest's customisation point, hence not snake_case.
+void PrintTo(const ScheduleInfo& info, std::ostream* os);   // NOLINT(readability-identifier-naming)
+void PrintTo(const ScheduleInfo& info, std::ostream* os) {  // NOLINT(readability-identifier-naming)
+  *os << info.name;
+}
 
 namespace {
 

@@ -54,10 +54,6 @@ schedules::LoweringOptions lowering_options(const ScheduleOptions& o) {
   return out;
 }
 
-bool has_layers(const schedules::LayerAssignment& l) {
-  return l.layers || !l.per_stage.empty() || l.first_stage || l.last_stage;
-}
-
 std::string render(const ScheduleOptions& o, const schedules::Order& order,
                    const schedules::LoweringOptions& lowering) {
   if (o.format == "grid") return render_grid(order);
@@ -105,7 +101,7 @@ void run_schedule(ScheduleOptions o) {
         "--format json (the text forms have no way to show the second tensor)");
   }
   const schedules::LoweringOptions lowering = lowering_options(o);
-  if (has_layers(lowering.layers)) (void)schedules::assign_layers(lowering.layers, stages);
+  if (lowering.layers.any()) (void)schedules::assign_layers(lowering.layers, stages);
   write_file_atomically(o.output, render(o, order, lowering));
 }
 

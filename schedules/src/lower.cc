@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lowering_rows.h"
+#include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
 #include "metron/ir/rows_graph.h"
 #include "metron/schedules/lowering.h"
@@ -20,24 +21,6 @@ Order add_p2p(const Order& order, P2PMode mode) {
       break;
   }
   return order;
-}
-
-// rows_to_graph leaves p2p transfers without a size; every boundary tensor is p2p_bytes.
-ir::Graph set_p2p_bytes(const ir::Graph& graph, std::int64_t bytes) {
-  if (bytes < 0) {
-    throw InvalidConfig("lower: p2p_bytes is " + std::to_string(bytes) + "; expected >= 0");
-  }
-  ir::GraphBuilder b(graph);
-  for (std::int32_t i = 0; i < graph.num_tasks(); ++i) {
-    ir::Task& t = b.task(ir::TaskId{i});
-    if (auto* s = std::get_if<ir::Send>(&t.op)) s->bytes = bytes;
-    if (auto* r = std::get_if<ir::Recv>(&t.op)) r->bytes = bytes;
-  }
-  return std::move(b).build();
-}
-
-bool has_layers(const LayerAssignment& layers) {
-  return layers.layers || !layers.per_stage.empty() || layers.first_stage || layers.last_stage;
 }
 
 std::int32_t num_stages(const Order& order) {
@@ -58,13 +41,17 @@ ir::Graph lower(const Order& order, const LoweringOptions& options) {
   Order rows = options.split_backward ? split_backward(order) : order;
   rows = add_p2p(rows, options.p2p);
   if (options.optimizer_step) rows = add_optimizer_step(rows);
-  ir::Graph graph = set_p2p_bytes(ir::rows_to_graph(rows), options.p2p_bytes);
+  if (options.p2p_bytes < 0) {
+    throw InvalidConfig("lower: p2p_bytes is " + std::to_string(options.p2p_bytes) +
+                        "; expected >= 0");
+  }
+  ir::Graph graph = ir::rows_to_graph(rows, {.p2p_bytes = options.p2p_bytes});
   if (options.encoder_decoder_split) {
     graph = add_encoder_output_transfers(graph, *options.encoder_decoder_split,
                                          options.encoder_output_bytes);
   }
   if (options.memory_effects) graph = add_memory_effects(graph, options);
-  if (has_layers(options.layers)) {
+  if (options.layers.any()) {
     graph = assign_layers(graph, assign_layers(options.layers, num_stages(order)));
   }
   return graph;

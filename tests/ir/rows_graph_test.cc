@@ -331,3 +331,26 @@ TEST(GraphToRows, DropsWhatTheTextFormHasNoWordsFor) {
 
 }  // namespace
 }  // namespace metron::ir
+
+namespace metron::ir {
+namespace {
+
+TEST(RowsToGraph, GivesEveryTransferTheRequestedSize) {
+  const Graph g = rows_to_graph(parse_rows("rank 0: 0F0 0SEND_F0\nrank 1: 1RECV_F0 1F0\n"),
+                                {.p2p_bytes = 4096});
+  int transfers = 0;
+  for (const Task& t : g.tasks()) {
+    if (const auto* s = std::get_if<Send>(&t.op)) {
+      EXPECT_EQ(s->bytes, 4096);
+      ++transfers;
+    }
+    if (const auto* r = std::get_if<Recv>(&t.op)) {
+      EXPECT_EQ(r->bytes, 4096);
+      ++transfers;
+    }
+  }
+  EXPECT_EQ(transfers, 2);
+}
+
+}  // namespace
+}  // namespace metron::ir

@@ -313,6 +313,11 @@ Graph rows_to_graph(const ActionRows& rows, const RowsToGraphOptions& options) {
         .convert(rows.rows[r]);
   }
   if (!problems.empty()) throw InvalidGraph(std::move(problems));
+  for (std::size_t i = 0; i < b.data().tasks.size(); ++i) {
+    TaskOp& op = b.task(TaskId{static_cast<std::int32_t>(i)}).op;
+    if (auto* send = std::get_if<Send>(&op)) send->bytes = options.p2p_bytes;
+    if (auto* recv = std::get_if<Recv>(&op)) recv->bytes = options.p2p_bytes;
+  }
   return std::move(b).build();
 }
 

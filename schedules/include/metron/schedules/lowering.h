@@ -16,8 +16,8 @@
 //                       including PP=2; one stage per rank or Megatron's interleaved loop
 //                       placement (V placement and OVERLAP_F_B units: InvalidConfig, use kAsync)
 //   add_optimizer_step  STEP (tagged with the rank's lowest stage) at the end of every rank's row
-//   rows_to_graph       (metron::ir) the graph, with same-rank dependencies; lower() then sets
-//                       every p2p transfer's bytes to p2p_bytes
+//   rows_to_graph       (metron::ir) the graph, with same-rank dependencies and every p2p
+//                       transfer sized p2p_bytes
 //   add_encoder_output_transfers  (encoder_decoder_split set) Megatron's T5: a second
 //                       transfer (the encoder output) on every boundary from the split stage on
 //   add_memory_effects  F stashes its activation, I turns it into the weight-gradient stash,
@@ -48,6 +48,12 @@ struct LayerAssignment {
                                         ///< (checked against `layers` if set)
   /// Megatron's first/last-stage counts (need `layers`); the rest split evenly over the others.
   std::optional<std::int32_t> first_stage, last_stage;
+
+  /// Whether any layer option is set (without one, compute tasks keep empty layer ranges).
+  [[nodiscard]] bool any() const {
+    return layers.has_value() || !per_stage.empty() || first_stage.has_value() ||
+           last_stage.has_value();
+  }
 };
 
 struct LoweringOptions {

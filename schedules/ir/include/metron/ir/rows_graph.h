@@ -42,6 +42,8 @@ inline std::int64_t p2p_tag(std::int32_t sender_stage, std::int32_t microbatch, 
 
 struct RowsToGraphOptions {
   std::int32_t hardware_queues = 8;
+  /// Size of every p2p transfer: the text form has no place for it.
+  std::int64_t p2p_bytes = 0;
 };
 
 /// Builds and validates the graph the rows describe. Throws InvalidGraph listing every action

@@ -131,14 +131,16 @@ TEST(AddP2PAsync, AStageOnTwoRanksIsRejected) {
                   "exactly one rank")));
 }
 
-TEST(AddP2PAsync, OneFOneBOrdersNeverDeadlock) {
+// 1F1B orders for p = 2..6 and m = 1..2p+1, with and without split backward, lowered by `pass`,
+// run to completion with 8 hardware queues and with one.
+void expect_one_f_one_b_never_deadlocks(Order (*pass)(const Order&)) {
   for (std::int32_t p = 2; p <= 6; ++p) {
     for (std::int32_t m = 1; m <= 2 * p + 1; ++m) {
       for (std::int32_t queues : {8, 1}) {
         for (bool split : {false, true}) {
           Order order = one_f_one_b({.pp = p, .microbatches = m});
           if (split) order = split_backward(order);
-          ir::Graph g = ir::rows_to_graph(add_p2p_async(order), {.hardware_queues = queues});
+          ir::Graph g = ir::rows_to_graph(pass(order), {.hardware_queues = queues});
           ir::DeadlockReport report = ir::find_deadlock(g);
           EXPECT_FALSE(report.deadlocked)
               << "p=" << p << " m=" << m << " queues=" << queues << " split=" << split;
@@ -147,6 +149,10 @@ TEST(AddP2PAsync, OneFOneBOrdersNeverDeadlock) {
       }
     }
   }
+}
+
+TEST(AddP2PAsync, OneFOneBOrdersNeverDeadlock) {
+  expect_one_f_one_b_never_deadlocks(&add_p2p_async);
 }
 
 // Megatron 1F1B, p = 2, m = 2 (§1.3). Rank 0 (stage 0): warmup 1, steady 1.
@@ -200,21 +206,7 @@ TEST(AddP2PBatched, WeightGradientIsSkippedWhenPairing) {
 }
 
 TEST(AddP2PBatched, OneFOneBOrdersNeverDeadlockIncludingPp2AndOneQueue) {
-  for (std::int32_t p = 2; p <= 6; ++p) {
-    for (std::int32_t m = 1; m <= 2 * p + 1; ++m) {
-      for (std::int32_t queues : {8, 1}) {
-        for (bool split : {false, true}) {
-          Order order = one_f_one_b({.pp = p, .microbatches = m});
-          if (split) order = split_backward(order);
-          ir::Graph g = ir::rows_to_graph(add_p2p_batched(order), {.hardware_queues = queues});
-          ir::DeadlockReport report = ir::find_deadlock(g);
-          EXPECT_FALSE(report.deadlocked)
-              << "p=" << p << " m=" << m << " queues=" << queues << " split=" << split;
-          EXPECT_EQ(report.completed, g.num_tasks());
-        }
-      }
-    }
-  }
+  expect_one_f_one_b_never_deadlocks(&add_p2p_batched);
 }
 
 // Megatron interleaved 1F1B, p = 2, v = 2, m = 2, N = 2 (§1.4). Table: step k = 0..3 runs

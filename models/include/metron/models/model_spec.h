@@ -1,0 +1,98 @@
+#pragma once
+// The shape of a transformer language model: what the cost and memory models need to know about
+// it, read from and written to JSON. Note [model JSON]:
+//
+//   {"name": "llama2-70b", "layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+//    "ffn_hidden": 28672, "vocab": 32000, "seq_len": 4096, "dtype": "bf16",
+//    "tied_embeddings": false, "mlp": "swiglu"}
+//
+// Required: name, layers, hidden, heads, vocab, seq_len. Optional, with their defaults:
+// kv_heads (heads; fewer means grouped-query attention), ffn_hidden (4·hidden), dtype ("bf16"),
+// tied_embeddings (false), mlp ("gelu"), moe (absent: a dense model). `moe` is an object
+// {"experts", "top_k", "ffn_hidden"}, all required, where ffn_hidden is one expert's width.
+//
+// `mlp` goes beyond the key list because parameter counts need it:
+//   "gelu"   GPT-3 / Megatron: 2 MLP matrices, every linear layer and LayerNorm has a bias,
+//            learned position embeddings;
+//   "swiglu" Llama: 3 MLP matrices (gate, up, down), no biases, RMSNorm, rotary positions.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "metron/base/diagnostics.h"
+
+namespace metron::models {
+
+/// The number format weights and activations are held in (metron's dtype names).
+enum class Precision { kBf16, kFp16, kFp32, kFp8 };
+
+/// "bf16", "fp16", "fp32", "fp8".
+std::string_view to_string(Precision precision) noexcept;
+/// The inverse of to_string; nullopt for any other text.
+std::optional<Precision> parse_precision(std::string_view name) noexcept;
+
+/// The feed-forward block of each layer (see Note [model JSON]).
+enum class MlpKind { kGelu, kSwiglu };
+
+/// "gelu", "swiglu".
+std::string_view to_string(MlpKind kind) noexcept;
+/// The inverse of to_string; nullopt for any other text.
+std::optional<MlpKind> parse_mlp_kind(std::string_view name) noexcept;
+
+/// Mixture of experts: every layer's MLP becomes `experts` MLPs of width `ffn_hidden` plus a
+/// router, and each token goes through `top_k` of them.
+struct MoeSpec {
+  std::int64_t experts = 0;
+  std::int64_t top_k = 0;
+  std::int64_t ffn_hidden = 0;
+
+  friend bool operator==(const MoeSpec&, const MoeSpec&) = default;
+};
+
+/// A transformer decoder. Unset optional sizes take the defaults of Note [model JSON].
+struct ModelSpec {
+  std::string name;
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::optional<std::int64_t> kv_heads;
+  std::optional<std::int64_t> ffn_hidden;
+  std::int64_t vocab = 0;
+  std::int64_t seq_len = 0;
+  Precision dtype = Precision::kBf16;
+  bool tied_embeddings = false;
+  std::optional<MoeSpec> moe;
+  MlpKind mlp = MlpKind::kGelu;
+
+  /// kv_heads, or heads when unset.
+  [[nodiscard]] std::int64_t num_kv_heads() const { return kv_heads.value_or(heads); }
+  /// ffn_hidden, or 4·hidden when unset.
+  [[nodiscard]] std::int64_t ffn_size() const { return ffn_hidden.value_or(4 * hidden); }
+  /// hidden / heads.
+  [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+
+  friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
+};
+
+/// Throws InvalidConfig listing every problem: non-positive sizes, hidden not divisible by heads,
+/// heads not divisible by kv_heads, kv_heads above heads, top_k above experts.
+void validate(const ModelSpec& spec);
+
+/// The canonical JSON text of a spec: keys in Note [model JSON] order, unset optionals left out,
+/// one line, final newline. model_from_json(to_json(s)) == s.
+std::string to_json(const ModelSpec& spec);
+
+/// Reads and validates a spec. Malformed JSON throws ParseError at source:line:col; a wrong type
+/// or a non-positive size throws ParseError naming the key (`model.json: hidden: expected a
+/// positive integer, got "x"`); inconsistent sizes throw InvalidConfig (see validate). Unknown
+/// keys are counted in `diagnostics` as "unknown_key" when given.
+/// @code
+///   Diagnostics diagnostics;
+///   ModelSpec spec = model_from_json(read_file("model.json"), "model.json", &diagnostics);
+/// @endcode
+ModelSpec model_from_json(std::string_view text, const std::string& source = "<json>",
+                          Diagnostics* diagnostics = nullptr);
+
+}  // namespace metron::models

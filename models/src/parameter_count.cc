@@ -1,0 +1,57 @@
+// Parameter counts by part (Note [parameter count] in parameter_count.h).
+
+#include "metron/models/parameter_count.h"
+
+namespace metron::models {
+namespace {
+
+bool has_biases(const ModelSpec& spec) { return spec.mlp == MlpKind::kGelu; }
+
+// One MLP of width `ffn`: the dense MLP or a single expert.
+std::int64_t one_mlp(const ModelSpec& spec, std::int64_t ffn) {
+  const std::int64_t h = spec.hidden;
+  if (spec.mlp == MlpKind::kSwiglu) return 3 * h * ffn;
+  return 2 * h * ffn + ffn + h;
+}
+
+// LayerNorm has a scale and a bias per channel; RMSNorm only a scale.
+std::int64_t one_norm(const ModelSpec& spec) {
+  return has_biases(spec) ? 2 * spec.hidden : spec.hidden;
+}
+
+}  // namespace
+
+std::int64_t attention_parameter_count(const ModelSpec& spec) {
+  const std::int64_t h = spec.hidden;
+  const std::int64_t qkv_out = h + 2 * spec.num_kv_heads() * spec.head_dim();
+  const std::int64_t weights = h * qkv_out + h * h;
+  return has_biases(spec) ? weights + qkv_out + h : weights;
+}
+
+std::int64_t mlp_parameter_count(const ModelSpec& spec) {
+  if (!spec.moe) return one_mlp(spec, spec.ffn_size());
+  const std::int64_t router = spec.hidden * spec.moe->experts;
+  return spec.moe->experts * one_mlp(spec, spec.moe->ffn_hidden) + router;
+}
+
+std::int64_t layer_parameter_count(const ModelSpec& spec) {
+  return attention_parameter_count(spec) + mlp_parameter_count(spec) + 2 * one_norm(spec);
+}
+
+std::int64_t embedding_parameter_count(const ModelSpec& spec) {
+  const std::int64_t positions = spec.mlp == MlpKind::kGelu ? spec.seq_len : 0;
+  return (spec.vocab + positions) * spec.hidden;
+}
+
+std::int64_t head_parameter_count(const ModelSpec& spec) {
+  const std::int64_t lm_head = spec.tied_embeddings ? 0 : spec.vocab * spec.hidden;
+  return one_norm(spec) + lm_head;
+}
+
+std::int64_t parameter_count(const ModelSpec& spec) {
+  validate(spec);
+  return spec.layers * layer_parameter_count(spec) + embedding_parameter_count(spec) +
+         head_parameter_count(spec);
+}
+
+}  // namespace metron::models

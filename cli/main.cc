@@ -8,6 +8,7 @@
 
 #include "graph_command.h"
 #include "metron/base/error.h"
+#include "presets_command.h"
 #include "schedule_command.h"
 
 namespace {
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
       "Exit codes: 0 success, 1 runtime failure, 2 bad input.");
   metron::cli::add_graph_command(app);
   metron::cli::add_schedule_command(app);
+  metron::cli::add_presets_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

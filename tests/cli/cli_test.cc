@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -213,6 +214,21 @@ TEST_F(Cli, EncoderDecoderSplitDoublesTheTransfersAfterTheSplit) {
   Outcome text = metron("schedule --pp 4 -m 4 --encoder-decoder-split 2");
   EXPECT_EQ(text.code, 2);
   EXPECT_THAT(text.err, HasSubstr("expected --format json"));
+}
+
+TEST_F(Cli, PresetsListsEveryModelWithItsSize) {
+  Outcome r = metron("presets models");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // GPT-3 175B: 96 layers, hidden 12288 (Brown et al. Table 2.1); its shapes give 174.6B
+  // parameters, the figure usually quoted behind the rounded "175B".
+  EXPECT_THAT(r.out,
+              AllOf(StartsWith("name"), HasSubstr("gpt3-175b          174.6B      96   12288"),
+                    HasSubstr("llama3-405b"), HasSubstr("megatron-1t")));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 26);  // header + 25 presets
+  Outcome json = metron("presets --json");
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 25);
+  EXPECT_EQ(metron("presets gpus").code, 2);
 }
 
 TEST_F(Cli, ScheduleReadsAUsersOrderFromPyTorchCsv) {

@@ -4,8 +4,10 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/parameter_count.h"
 
@@ -40,6 +42,24 @@ void print_models(bool json) {
   }
 }
 
+void print_hardware(bool json) {
+  if (json) {
+    for (const auto& h : models::hardware_presets()) std::cout << models::to_json(h);
+    return;
+  }
+  // Decimal units, as the datasheets state them; fabric bandwidths per GPU, one direction.
+  std::cout << fmt::format("{:<12}{:>10}{:>14}{:>8}{:>10}{:>13}{:>10}\n", "name", "gpus/node",
+                           "bf16 TFLOP/s", "HBM GB", "HBM TB/s", "NVLink GB/s", "NIC GB/s");
+  for (const auto& h : models::hardware_presets()) {
+    const std::optional<double> bf16 = h.gpu.peak(models::Precision::kBf16);
+    std::cout << fmt::format(
+        "{:<12}{:>10}{:>14}{:>8.0f}{:>10.2f}{:>13.0f}{:>10.0f}\n", h.name, h.gpus_per_node,
+        bf16 ? fmt::format("{:.1f}", *bf16 / 1e12) : std::string("-"),
+        static_cast<double>(h.gpu.hbm_capacity) / 1e9, h.gpu.hbm_bandwidth / 1e12,
+        h.intra_node.bandwidth / 1e9, h.inter_node.bandwidth / 1e9);
+  }
+}
+
 }  // namespace
 
 void add_presets_command(CLI::App& app) {
@@ -48,11 +68,19 @@ void add_presets_command(CLI::App& app) {
       "presets",
       "List the named presets with their key numbers. Models: the GPT-3 family, the models of\n"
       "Narayanan et al. SC'21 Table 1, Turing-NLG 530B, Llama-2 and Llama-3; parameter counts\n"
-      "are computed from the shapes. Use a name wherever a model is asked for.");
-  cmd->add_option("kind", o->kind, "what to list (hardware presets come with the cost models)")
-      ->check(CLI::IsMember({"models"}));
-  cmd->add_flag("--json", o->json, "one JSON model spec per line instead of a table");
-  cmd->callback([o] { print_models(o->json); });
+      "are computed from the shapes. Hardware: DGX A100, DGX H100 and an H200 node, from NVIDIA\n"
+      "datasheets (bandwidths per GPU, one direction). Use a name wherever a model or a machine\n"
+      "is asked for.");
+  cmd->add_option("kind", o->kind, "what to list: models (default) or hardware")
+      ->check(CLI::IsMember({"models", "hardware"}));
+  cmd->add_flag("--json", o->json, "one JSON spec per line instead of a table");
+  cmd->callback([o] {
+    if (o->kind == "hardware") {
+      print_hardware(o->json);
+    } else {
+      print_models(o->json);
+    }
+  });
 }
 
 }  // namespace metron::cli

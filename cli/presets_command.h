@@ -1,5 +1,5 @@
 #pragma once
-// `metron presets`: the named models metron knows, with their key numbers.
+// `metron presets`: the named models and machines metron knows, with their key numbers.
 
 #include <CLI/CLI.hpp>
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "preset_lookup.h"
 
 namespace metron::models {
 namespace {
@@ -92,42 +93,6 @@ std::vector<ModelSpec> make_presets() {
   };
 }
 
-// Levenshtein distance, for the "did you mean" hint.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string unknown_preset_message(std::string_view name) {
-  // Far-off names get no hint: a suggestion that shares nothing with the input misleads.
-  constexpr std::size_t kMaxDistance = 3;
-  std::string names;
-  std::string_view closest;
-  std::size_t best = kMaxDistance + 1;
-  for (const ModelSpec& spec : model_presets()) {
-    names += (names.empty() ? "" : ", ") + spec.name;
-    const std::size_t distance = edit_distance(name, spec.name);
-    if (distance < best) {
-      best = distance;
-      closest = spec.name;
-    }
-  }
-  std::string message =
-      "model preset: unknown name \"" + std::string(name) + "\"; expected one of " + names;
-  if (!closest.empty()) message += "; did you mean \"" + std::string(closest) + "\"";
-  return message;
-}
-
 }  // namespace
 
 std::span<const ModelSpec> model_presets() {
@@ -136,10 +101,7 @@ std::span<const ModelSpec> model_presets() {
 }
 
 const ModelSpec& model_preset(std::string_view name) {
-  for (const ModelSpec& spec : model_presets()) {
-    if (spec.name == name) return spec;
-  }
-  throw InvalidConfig(unknown_preset_message(name));
+  return detail::find_preset(model_presets(), name, "model");
 }
 
 }  // namespace metron::models

@@ -231,6 +231,26 @@ TEST_F(Cli, PresetsListsEveryModelWithItsSize) {
   EXPECT_EQ(metron("presets gpus").code, 2);
 }
 
+TEST_F(Cli, PresetsListsHardware) {
+  Outcome r = metron("presets hardware");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // DGX H100: 8 GPUs, 989.4 TFLOP/s bf16 dense, 80 GB at 3.35 TB/s, NVLink4 450 GB/s and
+  // ConnectX-7 50 GB/s per direction (NVIDIA H100 datasheet, DGX H100 user guide).
+  EXPECT_THAT(r.out,
+              AllOf(StartsWith("name         gpus/node  bf16 TFLOP/s  HBM GB  HBM TB/s  NVLink GB/s"
+                               "  NIC GB/s\n"),
+                    HasSubstr("dgx-a100"),
+                    HasSubstr("dgx-h100             8         989.4      80      3.35          450"
+                              "        50\n"),
+                    HasSubstr("h200-node")));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4);  // header + 3 presets
+  Outcome json = metron("presets hardware --json");
+  EXPECT_EQ(json.code, 0) << json.err;
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 3);
+  EXPECT_THAT(json.out, StartsWith(R"({"name":"dgx-a100","gpu":{"name":"A100-SXM4-80GB",)"));
+  EXPECT_EQ(metron("presets gpus").code, 2);
+}
+
 TEST_F(Cli, ScheduleReadsAUsersOrderFromPyTorchCsv) {
   write_file_atomically(path("zb1p.csv"),
                         "0F0,0F1,,0I0,0W0,0F2,0I1,0W1,0I2,0W2\n"

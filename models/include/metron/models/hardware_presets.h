@@ -1,0 +1,25 @@
+#pragma once
+// Well-known machines by name, from vendor datasheets (sources in hardware_presets.cc):
+//   dgx-a100    8x A100-SXM4-80GB, NVLink3, 8x HDR InfiniBand 200 Gb/s
+//   dgx-h100    8x H100-SXM5-80GB, NVLink4, 8x ConnectX-7 400 Gb/s
+//   h200-node   8x H200-SXM-141GB, H100's compute and fabric, HBM3e
+// No CPU-only preset: its numbers must come from a measured profile.
+
+#include <span>
+#include <string_view>
+
+#include "metron/models/hardware_spec.h"
+
+namespace metron::models {
+
+/// Every preset, in the order listed above.
+std::span<const HardwareSpec> hardware_presets();
+
+/// The preset called `name`. Throws InvalidConfig listing the names, with a "did you mean" hint
+/// for a close one.
+/// @code
+///   const HardwareSpec& h100 = hardware_preset("dgx-h100");
+/// @endcode
+const HardwareSpec& hardware_preset(std::string_view name);
+
+}  // namespace metron::models

@@ -1,0 +1,110 @@
+#pragma once
+// The machine a model is trained on: one kind of GPU, how many share a node, and the two fabrics
+// between them, read from and written to JSON. Note [hardware JSON]:
+//
+//   {"name": "dgx-h100",
+//    "gpu": {"name": "H100-SXM5-80GB",
+//            "peak_flops": {"bf16": 9.894e14, "fp16": 9.894e14, "fp32": 6.69e13, "fp8": 1.9789e15},
+//            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000},
+//    "gpus_per_node": 8,
+//    "intra_node": {"bandwidth": 4.5e11, "latency": 1e-06},
+//    "inter_node": {"bandwidth": 5e10, "latency": 5e-06, "topology": "fat-tree"},
+//    "hardware_queues": 8, "compute_slowdown_during_comm": 0.0}
+//
+// Units are SI base units: FLOP/s, bytes/s, bytes, seconds.
+//   gpu.peak_flops        dense (no sparsity) peak per precision; a precision the GPU lacks is
+//                         left out (an A100 has no "fp8"). Keys are Precision names.
+//   gpu.hbm_bandwidth     bytes/s;  gpu.hbm_capacity  bytes (an integer).
+//   intra_node.bandwidth  bytes/s per GPU, one direction (NVLink: half the "bidirectional" figure).
+//   inter_node.bandwidth  bytes/s per GPU, one direction (its NIC's line rate / 8).
+//   *.latency             seconds for a small message, >= 0.
+//   inter_node.topology   free text naming the network ("fat-tree", "rail-optimized", ...).
+//   hardware_queues       concurrent streams a GPU runs (CUDA's default connection count, 8).
+//   compute_slowdown_during_comm
+//                         while communication overlaps compute, compute takes (1 + this) times
+//                         as long; >= 0, 0 means perfect overlap.
+//
+// Required: everything but hardware_queues (default 8) and compute_slowdown_during_comm
+// (default 0.0).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "metron/base/diagnostics.h"
+#include "metron/models/model_spec.h"
+
+namespace metron::models {
+
+/// One GPU: its dense peak compute per precision and its memory.
+struct GpuSpec {
+  std::string name;
+  std::map<Precision, double> peak_flops;  // FLOP/s; a precision the GPU lacks is absent
+  double hbm_bandwidth = 0;                // bytes/s
+  std::int64_t hbm_capacity = 0;           // bytes
+
+  /// The dense peak FLOP/s at `precision`, or nullopt when the GPU does not support it.
+  [[nodiscard]] std::optional<double> peak(Precision precision) const {
+    const auto it = peak_flops.find(precision);
+    return it == peak_flops.end() ? std::nullopt : std::optional<double>(it->second);
+  }
+
+  friend bool operator==(const GpuSpec&, const GpuSpec&) = default;
+};
+
+/// The GPU-to-GPU links inside a node (NVLink / NVSwitch).
+struct IntraNodeFabric {
+  double bandwidth = 0;  // bytes/s per GPU, one direction
+  double latency = 0;    // seconds
+
+  friend bool operator==(const IntraNodeFabric&, const IntraNodeFabric&) = default;
+};
+
+/// The network between nodes (InfiniBand / RoCE).
+struct InterNodeNetwork {
+  double bandwidth = 0;  // bytes/s per GPU (its NIC), one direction
+  double latency = 0;    // seconds
+  std::string topology;  // e.g. "fat-tree"
+
+  friend bool operator==(const InterNodeNetwork&, const InterNodeNetwork&) = default;
+};
+
+/// A cluster of identical nodes (see Note [hardware JSON]).
+struct HardwareSpec {
+  static constexpr std::int64_t kDefaultHardwareQueues = 8;
+
+  std::string name;
+  GpuSpec gpu;
+  std::int64_t gpus_per_node = 0;
+  IntraNodeFabric intra_node;
+  InterNodeNetwork inter_node;
+  std::int64_t hardware_queues = kDefaultHardwareQueues;
+  double compute_slowdown_during_comm = 0.0;
+
+  friend bool operator==(const HardwareSpec&, const HardwareSpec&) = default;
+};
+
+/// Throws InvalidConfig listing every problem: non-positive (or non-finite) peaks, bandwidths,
+/// capacity, gpus_per_node and hardware_queues; no peak at all; negative (or non-finite)
+/// latencies and compute_slowdown_during_comm; an empty topology.
+void validate(const HardwareSpec& spec);
+
+/// The canonical JSON text of a spec: keys in Note [hardware JSON] order, peaks in Precision
+/// order, one line, final newline. hardware_from_json(to_json(s)) == s.
+std::string to_json(const HardwareSpec& spec);
+
+/// Reads and validates a spec. Malformed JSON throws ParseError at source:line:col; a wrong type
+/// or an out-of-range number throws ParseError naming the key (`hw.json: gpu.hbm_bandwidth:
+/// expected a positive number, got "x"`); an empty topology throws InvalidConfig (see validate).
+/// Unknown keys are counted in `diagnostics` as "unknown_key" when given; an unknown precision
+/// under gpu.peak_flops is an error, not a diagnostic.
+/// @code
+///   Diagnostics diagnostics;
+///   HardwareSpec hw = hardware_from_json(read_file("hw.json"), "hw.json", &diagnostics);
+/// @endcode
+HardwareSpec hardware_from_json(std::string_view text, const std::string& source = "<json>",
+                                Diagnostics* diagnostics = nullptr);
+
+}  // namespace metron::models

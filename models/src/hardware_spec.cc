@@ -1,0 +1,194 @@
+// HardwareSpec: validation and the JSON form (Note [hardware JSON]).
+//
+// The JSON reading helpers mirror those of model_spec.cc (same messages, same ParseError paths);
+// they are private to each file for now.
+
+#include "metron/models/hardware_spec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "json_reading.h"
+#include "metron/base/error.h"
+
+namespace metron::models {
+namespace {
+
+// ordered_json keeps keys in insertion order (canonical output) and in document order when
+// reading, so unknown keys are reported in the order they appear.
+using detail::brief;
+using detail::fail;
+using detail::Json;
+using detail::ObjectReader;
+using detail::read_non_negative_number;
+using detail::read_positive_integer;
+using detail::read_positive_number;
+using detail::read_string;
+
+constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
+                                     Precision::kFp8};
+
+std::string number_text(double value) {
+  // Json's own formatting: shortest round-trip text, "inf"/"nan" written as such.
+  if (!std::isfinite(value)) return std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf");
+  return Json(value).dump();
+}
+
+void check_positive(std::vector<std::string>& problems, const std::string& key, double value) {
+  if (!(std::isfinite(value) && value > 0)) {
+    problems.push_back(key + ": expected a positive number, got " + number_text(value));
+  }
+}
+
+void check_positive(std::vector<std::string>& problems, const std::string& key,
+                    std::int64_t value) {
+  if (value <= 0) {
+    problems.push_back(key + ": expected a positive integer, got " + std::to_string(value));
+  }
+}
+
+void check_non_negative(std::vector<std::string>& problems, const std::string& key, double value) {
+  if (!(std::isfinite(value) && value >= 0)) {
+    problems.push_back(key + ": expected a number >= 0, got " + number_text(value));
+  }
+}
+
+std::vector<std::string> find_problems(const HardwareSpec& spec) {
+  std::vector<std::string> problems;
+  if (spec.gpu.peak_flops.empty()) {
+    problems.push_back("gpu.peak_flops: expected a peak for at least one precision, got none");
+  }
+  for (const auto& [precision, flops] : spec.gpu.peak_flops) {
+    check_positive(problems, "gpu.peak_flops." + std::string(to_string(precision)), flops);
+  }
+  check_positive(problems, "gpu.hbm_bandwidth", spec.gpu.hbm_bandwidth);
+  check_positive(problems, "gpu.hbm_capacity", spec.gpu.hbm_capacity);
+  check_positive(problems, "gpus_per_node", spec.gpus_per_node);
+  check_positive(problems, "intra_node.bandwidth", spec.intra_node.bandwidth);
+  check_non_negative(problems, "intra_node.latency", spec.intra_node.latency);
+  check_positive(problems, "inter_node.bandwidth", spec.inter_node.bandwidth);
+  check_non_negative(problems, "inter_node.latency", spec.inter_node.latency);
+  if (spec.inter_node.topology.empty()) {
+    problems.push_back("inter_node.topology: expected a non-empty name, got \"\"");
+  }
+  check_positive(problems, "hardware_queues", spec.hardware_queues);
+  check_non_negative(problems, "compute_slowdown_during_comm", spec.compute_slowdown_during_comm);
+  return problems;
+}
+
+// Every key must be a precision: a typo here would silently drop a peak.
+std::map<Precision, double> read_peak_flops(const Json& v, const std::string& path) {
+  if (!v.is_object()) fail(path, "expected an object, got " + brief(v));
+  std::map<Precision, double> peaks;
+  for (const auto& item : v.items()) {
+    const std::optional<Precision> precision = parse_precision(item.key());
+    if (!precision) {
+      fail(path,
+           "expected precisions \"bf16\", \"fp16\", \"fp32\", \"fp8\", got \"" + item.key() + "\"");
+    }
+    peaks[*precision] = read_positive_number(item.value(), path + "." + item.key());
+  }
+  if (peaks.empty()) fail(path, "expected a peak for at least one precision, got {}");
+  return peaks;
+}
+
+GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostics) {
+  ObjectReader in(v, path, diagnostics);
+  GpuSpec gpu;
+  gpu.name = read_string(in.required("name"), in.path_of("name"));
+  gpu.peak_flops = read_peak_flops(in.required("peak_flops"), in.path_of("peak_flops"));
+  gpu.hbm_bandwidth =
+      read_positive_number(in.required("hbm_bandwidth"), in.path_of("hbm_bandwidth"));
+  gpu.hbm_capacity = read_positive_integer(in.required("hbm_capacity"), in.path_of("hbm_capacity"));
+  in.finish();
+  return gpu;
+}
+
+IntraNodeFabric read_intra_node(const Json& v, const std::string& path, Diagnostics* diagnostics) {
+  ObjectReader in(v, path, diagnostics);
+  IntraNodeFabric fabric;
+  fabric.bandwidth = read_positive_number(in.required("bandwidth"), in.path_of("bandwidth"));
+  fabric.latency = read_non_negative_number(in.required("latency"), in.path_of("latency"));
+  in.finish();
+  return fabric;
+}
+
+InterNodeNetwork read_inter_node(const Json& v, const std::string& path, Diagnostics* diagnostics) {
+  ObjectReader in(v, path, diagnostics);
+  InterNodeNetwork network;
+  network.bandwidth = read_positive_number(in.required("bandwidth"), in.path_of("bandwidth"));
+  network.latency = read_non_negative_number(in.required("latency"), in.path_of("latency"));
+  network.topology = read_string(in.required("topology"), in.path_of("topology"));
+  in.finish();
+  return network;
+}
+
+HardwareSpec read_spec(const Json& root, Diagnostics* diagnostics) {
+  ObjectReader in(root, "", diagnostics);
+  HardwareSpec spec;
+  spec.name = read_string(in.required("name"), "name");
+  spec.gpu = read_gpu(in.required("gpu"), "gpu", diagnostics);
+  spec.gpus_per_node = read_positive_integer(in.required("gpus_per_node"), "gpus_per_node");
+  spec.intra_node = read_intra_node(in.required("intra_node"), "intra_node", diagnostics);
+  spec.inter_node = read_inter_node(in.required("inter_node"), "inter_node", diagnostics);
+  if (const Json* v = in.find("hardware_queues")) {
+    spec.hardware_queues = read_positive_integer(*v, "hardware_queues");
+  }
+  if (const Json* v = in.find("compute_slowdown_during_comm")) {
+    spec.compute_slowdown_during_comm =
+        read_non_negative_number(*v, "compute_slowdown_during_comm");
+  }
+  in.finish();
+  return spec;
+}
+
+}  // namespace
+
+void validate(const HardwareSpec& spec) {
+  const std::vector<std::string> problems = find_problems(spec);
+  const std::string where = "invalid hardware \"" + spec.name + "\"";
+  if (problems.size() == 1) throw InvalidConfig(where + ": " + problems.front());
+  if (!problems.empty()) {
+    throw InvalidConfig(format_problem_list(
+        where + ": " + std::to_string(problems.size()) + " problems", problems));
+  }
+}
+
+std::string to_json(const HardwareSpec& spec) {
+  Json peaks = Json::object();
+  for (Precision precision : kPrecisions) {
+    if (const std::optional<double> flops = spec.gpu.peak(precision)) {
+      peaks[std::string(to_string(precision))] = *flops;
+    }
+  }
+  const Json out = {
+      {"name", spec.name},
+      {"gpu",
+       {{"name", spec.gpu.name},
+        {"peak_flops", peaks},
+        {"hbm_bandwidth", spec.gpu.hbm_bandwidth},
+        {"hbm_capacity", spec.gpu.hbm_capacity}}},
+      {"gpus_per_node", spec.gpus_per_node},
+      {"intra_node",
+       {{"bandwidth", spec.intra_node.bandwidth}, {"latency", spec.intra_node.latency}}},
+      {"inter_node",
+       {{"bandwidth", spec.inter_node.bandwidth},
+        {"latency", spec.inter_node.latency},
+        {"topology", spec.inter_node.topology}}},
+      {"hardware_queues", spec.hardware_queues},
+      {"compute_slowdown_during_comm", spec.compute_slowdown_during_comm}};
+  return detail::dump_line(out, "hardware \"" + spec.name + "\"");
+}
+
+HardwareSpec hardware_from_json(std::string_view text, const std::string& source,
+                                Diagnostics* diagnostics) {
+  HardwareSpec spec = detail::read_document(
+      text, source, [&](const Json& root) { return read_spec(root, diagnostics); });
+  validate(spec);
+  return spec;
+}
+
+}  // namespace metron::models

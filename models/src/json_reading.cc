@@ -1,0 +1,132 @@
+#include "json_reading.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "metron/base/error.h"
+
+namespace metron::models::detail {
+namespace {
+
+std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t byte) {
+  std::size_t line = 1;
+  std::size_t column = 1;
+  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+}  // namespace
+
+// Drops nlohmann's "[json.exception...] parse error at line 3, column 5: " prefix: the position
+// is already in our own.
+std::string short_reason(std::string what) {
+  if (what.starts_with("[json.exception.")) what.erase(0, what.find("] ") + 2);
+  if (what.starts_with("parse error")) what.erase(0, what.find(": ") + 2);
+  return what;
+}
+
+void fail(const std::string& path, std::string what) { throw PathError{path, std::move(what)}; }
+
+std::string brief(const Json& value) {
+  constexpr std::size_t kMax = 40;
+  std::string text = value.dump();
+  return text.size() > kMax ? text.substr(0, kMax) + "..." : text;
+}
+
+std::int64_t read_positive_integer(const Json& v, const std::string& path) {
+  const bool too_big =
+      v.is_number_unsigned() &&
+      v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max());
+  if (!v.is_number_integer() || too_big || v.get<std::int64_t>() <= 0) {
+    fail(path, "expected a positive integer, got " + brief(v));
+  }
+  return v.get<std::int64_t>();
+}
+
+// JSON numbers are finite, so only the sign needs checking.
+double read_positive_number(const Json& v, const std::string& path) {
+  if (!v.is_number() || v.get<double>() <= 0) {
+    fail(path, "expected a positive number, got " + brief(v));
+  }
+  return v.get<double>();
+}
+
+double read_non_negative_number(const Json& v, const std::string& path) {
+  if (!v.is_number() || v.get<double>() < 0) fail(path, "expected a number >= 0, got " + brief(v));
+  return v.get<double>();
+}
+
+std::string read_string(const Json& v, const std::string& path) {
+  if (!v.is_string()) fail(path, "expected a string, got " + brief(v));
+  return v.get<std::string>();
+}
+
+bool read_bool(const Json& v, const std::string& path) {
+  if (!v.is_boolean()) fail(path, "expected true or false, got " + brief(v));
+  return v.get<bool>();
+}
+
+Json parse_json(std::string_view text, const std::string& source) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    const auto [line, column] = line_and_column(text, e.byte);
+    throw ParseError(source, line, column, "malformed JSON: " + short_reason(e.what()));
+  } catch (const Json::exception& e) {
+    throw ParseError(source, 0, 0, "malformed JSON: " + short_reason(e.what()));
+  }
+}
+
+std::string dump_line(const Json& value, const std::string& what) {
+  try {
+    return value.dump() + "\n";
+  } catch (const Json::type_error& e) {
+    // Only a string that is not valid UTF-8 gets here.
+    throw InvalidConfig(what + ": cannot write JSON: " + short_reason(e.what()));
+  }
+}
+
+ObjectReader::ObjectReader(const Json& object, std::string path, Diagnostics* diagnostics)
+    : object_(object), path_(std::move(path)), diagnostics_(diagnostics) {
+  if (!object_.is_object()) {
+    fail(path_.empty() ? "top level" : path_, "expected an object, got " + brief(object_));
+  }
+}
+
+std::string ObjectReader::path_of(std::string_view key) const {
+  return path_.empty() ? std::string(key) : path_ + "." + std::string(key);
+}
+
+const Json* ObjectReader::find(std::string_view key) {
+  const auto it = object_.find(key);
+  if (it == object_.end()) return nullptr;
+  used_.emplace_back(key);
+  return &*it;
+}
+
+const Json& ObjectReader::required(std::string_view key) {
+  const Json* value = find(key);
+  if (value == nullptr) {
+    fail(path_.empty() ? "top level" : path_, "missing key \"" + std::string(key) + "\"");
+  }
+  return *value;
+}
+
+void ObjectReader::finish() const {
+  if (diagnostics_ == nullptr) return;
+  for (const auto& item : object_.items()) {
+    if (std::find(used_.begin(), used_.end(), item.key()) == used_.end()) {
+      diagnostics_->add("unknown_key", path_of(item.key()) + ": unknown key");
+    }
+  }
+}
+
+}  // namespace metron::models::detail

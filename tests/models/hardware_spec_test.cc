@@ -1,0 +1,252 @@
+#include "metron/models/hardware_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "metron/base/error.h"
+
+namespace metron::models {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+using ::testing::UnorderedElementsAre;
+
+HardwareSpec small() {
+  return {.name = "small",
+          .gpu = {.name = "toy",
+                  .peak_flops = {{Precision::kBf16, 100}, {Precision::kFp32, 25}},
+                  .hbm_bandwidth = 10,
+                  .hbm_capacity = 1000},
+          .gpus_per_node = 2,
+          .intra_node = {.bandwidth = 5, .latency = 0.5},
+          .inter_node = {.bandwidth = 1, .latency = 2, .topology = "ring"}};
+}
+
+// The required keys of small(), as JSON; `extra` adds or overrides top-level keys.
+std::string json_with(const std::string& extra) {
+  return R"({"name":"small","gpu":{"name":"toy","peak_flops":{"bf16":100,"fp32":25},)"
+         R"("hbm_bandwidth":10,"hbm_capacity":1000},"gpus_per_node":2,)"
+         R"("intra_node":{"bandwidth":5,"latency":0.5},)"
+         R"("inter_node":{"bandwidth":1,"latency":2,"topology":"ring"})" +
+         extra + "}";
+}
+
+// small() with `gpu` replaced by the given JSON object text.
+std::string json_with_gpu(const std::string& gpu) {
+  return R"({"name":"small","gpu":)" + gpu +
+         R"(,"gpus_per_node":2,"intra_node":{"bandwidth":5,"latency":0.5},)"
+         R"("inter_node":{"bandwidth":1,"latency":2,"topology":"ring"}})";
+}
+
+TEST(HardwareSpec, DefaultsQueuesAndSlowdown) {
+  const HardwareSpec spec = small();
+  EXPECT_EQ(spec.hardware_queues, 8);
+  EXPECT_EQ(spec.compute_slowdown_during_comm, 0.0);
+}
+
+TEST(HardwareSpec, PeakIsAbsentForAnUnsupportedPrecision) {
+  const HardwareSpec spec = small();
+  EXPECT_EQ(spec.gpu.peak(Precision::kBf16), 100.0);
+  EXPECT_EQ(spec.gpu.peak(Precision::kFp8), std::nullopt);
+}
+
+void expect_invalid(const HardwareSpec& spec, const std::string& message) {
+  EXPECT_THAT([&] { validate(spec); }, ThrowsMessage<InvalidConfig>(HasSubstr(message)));
+}
+
+HardwareSpec with(void (*change)(HardwareSpec&)) {
+  HardwareSpec spec = small();
+  change(spec);
+  return spec;
+}
+
+TEST(ValidateHardware, AcceptsAValidSpec) { EXPECT_NO_THROW(validate(small())); }
+
+TEST(ValidateHardware, RejectsEachOutOfRangeField) {
+  const std::string where = "invalid hardware \"small\": ";
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.peak_flops[Precision::kFp8] = 0; }),
+                 where + "gpu.peak_flops.fp8: expected a positive number, got 0.0");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.peak_flops.clear(); }),
+                 where + "gpu.peak_flops: expected a peak for at least one precision, got none");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.hbm_bandwidth = -1; }),
+                 where + "gpu.hbm_bandwidth: expected a positive number, got -1.0");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.hbm_capacity = 0; }),
+                 where + "gpu.hbm_capacity: expected a positive integer, got 0");
+  expect_invalid(with([](HardwareSpec& s) { s.gpus_per_node = 0; }),
+                 where + "gpus_per_node: expected a positive integer, got 0");
+  expect_invalid(with([](HardwareSpec& s) {
+                   s.intra_node.bandwidth = std::numeric_limits<double>::infinity();
+                 }),
+                 where + "intra_node.bandwidth: expected a positive number, got inf");
+  expect_invalid(with([](HardwareSpec& s) { s.intra_node.latency = -1e-6; }),
+                 where + "intra_node.latency: expected a number >= 0, got -1e-06");
+  expect_invalid(with([](HardwareSpec& s) { s.inter_node.bandwidth = 0; }),
+                 where + "inter_node.bandwidth: expected a positive number, got 0.0");
+  expect_invalid(with([](HardwareSpec& s) {
+                   s.inter_node.latency = std::numeric_limits<double>::quiet_NaN();
+                 }),
+                 where + "inter_node.latency: expected a number >= 0, got nan");
+  expect_invalid(with([](HardwareSpec& s) { s.inter_node.topology = ""; }),
+                 where + "inter_node.topology: expected a non-empty name, got \"\"");
+  expect_invalid(with([](HardwareSpec& s) { s.hardware_queues = 0; }),
+                 where + "hardware_queues: expected a positive integer, got 0");
+  expect_invalid(with([](HardwareSpec& s) { s.compute_slowdown_during_comm = -0.5; }),
+                 where + "compute_slowdown_during_comm: expected a number >= 0, got -0.5");
+}
+
+TEST(ValidateHardware, ListsEveryProblem) {
+  HardwareSpec spec = small();
+  spec.gpus_per_node = 0;
+  spec.hardware_queues = -1;
+  expect_invalid(spec,
+                 "invalid hardware \"small\": 2 problems\n"
+                 "  - gpus_per_node: expected a positive integer, got 0\n"
+                 "  - hardware_queues: expected a positive integer, got -1");
+}
+
+TEST(HardwareJson, WritesCanonicalText) {
+  HardwareSpec spec = small();
+  spec.gpu.peak_flops[Precision::kFp8] = 200;
+  spec.compute_slowdown_during_comm = 0.25;
+  EXPECT_EQ(to_json(spec),
+            R"({"name":"small","gpu":{"name":"toy","peak_flops":{"bf16":100.0,"fp32":25.0,)"
+            R"("fp8":200.0},"hbm_bandwidth":10.0,"hbm_capacity":1000},"gpus_per_node":2,)"
+            R"("intra_node":{"bandwidth":5.0,"latency":0.5},)"
+            R"("inter_node":{"bandwidth":1.0,"latency":2.0,"topology":"ring"},)"
+            R"("hardware_queues":8,"compute_slowdown_during_comm":0.25})"
+            "\n");
+}
+
+TEST(HardwareJson, ReadsDefaultsForOptionalKeys) {
+  EXPECT_EQ(hardware_from_json(json_with("")), small());
+}
+
+TEST(HardwareJson, RoundTripsEveryField) {
+  HardwareSpec spec = small();
+  spec.gpu.peak_flops = {{Precision::kBf16, 989.4e12},
+                         {Precision::kFp16, 989.4e12},
+                         {Precision::kFp32, 66.9e12},
+                         {Precision::kFp8, 1978.9e12}};
+  spec.gpu.hbm_bandwidth = 3.35e12;
+  spec.gpu.hbm_capacity = 141'000'000'000;
+  spec.intra_node.latency = 1.3e-6;
+  spec.hardware_queues = 32;
+  spec.compute_slowdown_during_comm = 0.1;
+  EXPECT_EQ(hardware_from_json(to_json(spec)), spec);
+}
+
+TEST(HardwareJson, CountsUnknownKeysAtTheirPath) {
+  Diagnostics diagnostics;
+  const std::string text =
+      R"({"name":"small","gpu":{"name":"toy","peak_flops":{"bf16":100},"hbm_bandwidth":10,)"
+      R"("hbm_capacity":1000,"tdp":700},"gpus_per_node":2,"rack":"a",)"
+      R"("intra_node":{"bandwidth":5,"latency":0.5,"switch":true},)"
+      R"("inter_node":{"bandwidth":1,"latency":2,"topology":"ring","rails":8}})";
+  const HardwareSpec spec = hardware_from_json(text, "hw.json", &diagnostics);
+  EXPECT_EQ(spec.gpus_per_node, 2);
+  EXPECT_EQ(diagnostics.count("unknown_key"), 4u);
+  EXPECT_THAT(
+      diagnostics.messages(),
+      UnorderedElementsAre("gpu.tdp: unknown key", "rack: unknown key",
+                           "intra_node.switch: unknown key", "inter_node.rails: unknown key"));
+}
+
+void expect_parse_error(const std::string& text, const std::string& message) {
+  EXPECT_THAT([&] { (void)hardware_from_json(text, "hw.json"); },
+              ThrowsMessage<ParseError>(HasSubstr(message)))
+      << text;
+}
+
+TEST(HardwareJson, RejectsMalformedJsonWithItsPosition) {
+  expect_parse_error("{\n  \"name\": }", "hw.json:2:11: malformed JSON: syntax error");
+}
+
+TEST(HardwareJson, RejectsANonObject) {
+  expect_parse_error("[1]", "hw.json: top level: expected an object, got [1]");
+  expect_parse_error(json_with_gpu("3"), "hw.json: gpu: expected an object, got 3");
+  expect_parse_error(json_with(R"(,"intra_node":[])"),
+                     "hw.json: intra_node: expected an object, got []");
+  expect_parse_error(json_with(R"(,"inter_node":null)"),
+                     "hw.json: inter_node: expected an object, got null");
+  expect_parse_error(
+      json_with_gpu(R"({"name":"toy","peak_flops":1,"hbm_bandwidth":1,"hbm_capacity":1})"),
+      "hw.json: gpu.peak_flops: expected an object, got 1");
+}
+
+TEST(HardwareJson, RejectsAMissingKey) {
+  expect_parse_error(R"({"name":"x"})", "hw.json: top level: missing key \"gpu\"");
+  expect_parse_error(json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":1},"hbm_capacity":1})"),
+                     "hw.json: gpu: missing key \"hbm_bandwidth\"");
+  expect_parse_error(json_with(R"(,"intra_node":{"bandwidth":5})"),
+                     "hw.json: intra_node: missing key \"latency\"");
+  expect_parse_error(json_with(R"(,"inter_node":{"bandwidth":1,"latency":2})"),
+                     "hw.json: inter_node: missing key \"topology\"");
+}
+
+TEST(HardwareJson, RejectsOutOfRangeNumbers) {
+  expect_parse_error(json_with(R"(,"gpus_per_node":0)"),
+                     "hw.json: gpus_per_node: expected a positive integer, got 0");
+  expect_parse_error(json_with(R"(,"gpus_per_node":2.5)"),
+                     "hw.json: gpus_per_node: expected a positive integer, got 2.5");
+  expect_parse_error(json_with(R"(,"hardware_queues":18446744073709551615)"),
+                     "hw.json: hardware_queues: expected a positive integer, got "
+                     "18446744073709551615");
+  expect_parse_error(json_with(R"(,"compute_slowdown_during_comm":-0.1)"),
+                     "hw.json: compute_slowdown_during_comm: expected a number >= 0, got -0.1");
+  expect_parse_error(json_with(R"(,"intra_node":{"bandwidth":0,"latency":0})"),
+                     "hw.json: intra_node.bandwidth: expected a positive number, got 0");
+  expect_parse_error(json_with(R"(,"inter_node":{"bandwidth":1,"latency":"x","topology":"t"})"),
+                     "hw.json: inter_node.latency: expected a number >= 0, got \"x\"");
+  expect_parse_error(json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":1},"hbm_bandwidth":true,)"
+                                   R"("hbm_capacity":1})"),
+                     "hw.json: gpu.hbm_bandwidth: expected a positive number, got true");
+  expect_parse_error(json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":1},"hbm_bandwidth":1,)"
+                                   R"("hbm_capacity":8e10})"),
+                     "hw.json: gpu.hbm_capacity: expected a positive integer, got 80000000000.0");
+}
+
+TEST(HardwareJson, RejectsBadPeaks) {
+  expect_parse_error(
+      json_with_gpu(R"({"name":"toy","peak_flops":{"int8":1},"hbm_bandwidth":1,"hbm_capacity":1})"),
+      "hw.json: gpu.peak_flops: expected precisions \"bf16\", \"fp16\", \"fp32\", \"fp8\", got "
+      "\"int8\"");
+  expect_parse_error(
+      json_with_gpu(R"({"name":"toy","peak_flops":{"fp8":-1},"hbm_bandwidth":1,"hbm_capacity":1})"),
+      "hw.json: gpu.peak_flops.fp8: expected a positive number, got -1");
+  expect_parse_error(
+      json_with_gpu(R"({"name":"toy","peak_flops":{},"hbm_bandwidth":1,"hbm_capacity":1})"),
+      "hw.json: gpu.peak_flops: expected a peak for at least one precision, got {}");
+}
+
+TEST(HardwareJson, RejectsWrongTypes) {
+  expect_parse_error(R"({"name":7})", "hw.json: name: expected a string, got 7");
+  expect_parse_error(
+      json_with_gpu(R"({"name":1,"peak_flops":{"bf16":1},"hbm_bandwidth":1,"hbm_capacity":1})"),
+      "hw.json: gpu.name: expected a string, got 1");
+  expect_parse_error(json_with(R"(,"inter_node":{"bandwidth":1,"latency":2,"topology":3})"),
+                     "hw.json: inter_node.topology: expected a string, got 3");
+}
+
+TEST(HardwareJson, RejectsAnEmptyTopologyAsInvalidConfig) {
+  EXPECT_THAT(
+      [] {
+        (void)hardware_from_json(
+            json_with(R"(,"inter_node":{"bandwidth":1,"latency":2,"topology":""})"), "hw.json");
+      },
+      ThrowsMessage<InvalidConfig>(HasSubstr(
+          "invalid hardware \"small\": inter_node.topology: expected a non-empty name, got \"\"")));
+}
+
+TEST(HardwareJson, RejectsANameThatIsNotUtf8WhenWriting) {
+  HardwareSpec spec = small();
+  spec.name = "bad\xff";
+  EXPECT_THAT([&] { (void)to_json(spec); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("cannot write JSON: invalid UTF-8")));
+}
+
+}  // namespace
+}  // namespace metron::models

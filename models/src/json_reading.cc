@@ -5,34 +5,9 @@
 #include <utility>
 
 #include "metron/base/error.h"
+#include "metron/base/json_error_text.h"
 
 namespace metron::models::detail {
-namespace {
-
-std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t byte) {
-  std::size_t line = 1;
-  std::size_t column = 1;
-  for (std::size_t i = 0; i + 1 < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
-}  // namespace
-
-// Drops nlohmann's "[json.exception...] parse error at line 3, column 5: " prefix: the position
-// is already in our own.
-std::string short_reason(std::string what) {
-  if (what.starts_with("[json.exception.")) what.erase(0, what.find("] ") + 2);
-  if (what.starts_with("parse error")) what.erase(0, what.find(": ") + 2);
-  return what;
-}
-
 void fail(const std::string& path, std::string what) { throw PathError{path, std::move(what)}; }
 
 std::string brief(const Json& value) {
@@ -79,9 +54,9 @@ Json parse_json(std::string_view text, const std::string& source) {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     const auto [line, column] = line_and_column(text, e.byte);
-    throw ParseError(source, line, column, "malformed JSON: " + short_reason(e.what()));
+    throw ParseError(source, line, column, "malformed JSON: " + short_json_reason(e.what()));
   } catch (const Json::exception& e) {
-    throw ParseError(source, 0, 0, "malformed JSON: " + short_reason(e.what()));
+    throw ParseError(source, 0, 0, "malformed JSON: " + short_json_reason(e.what()));
   }
 }
 
@@ -90,7 +65,7 @@ std::string dump_line(const Json& value, const std::string& what) {
     return value.dump() + "\n";
   } catch (const Json::type_error& e) {
     // Only a string that is not valid UTF-8 gets here.
-    throw InvalidConfig(what + ": cannot write JSON: " + short_reason(e.what()));
+    throw InvalidConfig(what + ": cannot write JSON: " + short_json_reason(e.what()));
   }
 }
 

@@ -31,8 +31,6 @@ double read_non_negative_number(const Json& v, const std::string& path);
 std::string read_string(const Json& v, const std::string& path);
 bool read_bool(const Json& v, const std::string& path);
 
-/// nlohmann's exception text without its "[json.exception...] parse error at ...: " prefix.
-std::string short_reason(std::string what);
 /// Parses JSON text; malformed text throws ParseError at source:line:col.
 Json parse_json(std::string_view text, const std::string& source);
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "metron/base/json_error_text.h"
 #include "metron/ir/graph_builder.h"
 
 namespace metron::ir {
@@ -466,39 +467,15 @@ GraphData read_graph_data(const Json& root, Diagnostics* diagnostics) {
   return data;
 }
 
-// nlohmann reports the 1-based count of bytes read (end of input counts as one); replay its own
-// line/column bookkeeping so that our position agrees with the one in its message.
-std::pair<std::size_t, std::size_t> line_and_column(std::string_view text, std::size_t byte) {
-  std::size_t line = 1;
-  std::size_t column = 0;
-  for (std::size_t i = 0; i < byte; ++i) {
-    if (i < text.size() && text[i] == '\n') {
-      ++line;
-      column = 0;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
-// "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ..." keeps
-// only "syntax error ...": the position is already in our own prefix.
-std::string short_reason(std::string what) {
-  if (what.starts_with("[json.exception.")) what.erase(0, what.find("] ") + 2);
-  if (what.starts_with("parse error")) what.erase(0, what.find(": ") + 2);
-  return what;
-}
-
 Json parse(std::string_view text, const std::string& source) {
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::parse_error& e) {
     const auto [line, column] = line_and_column(text, e.byte);
-    throw ParseError(source, line, column, "malformed JSON: " + short_reason(e.what()));
+    throw ParseError(source, line, column, "malformed JSON: " + short_json_reason(e.what()));
   } catch (const Json::exception& e) {
     // A number too large for a double ("1e400") is an out_of_range error without a position.
-    throw ParseError(source, 0, 0, "malformed JSON: " + short_reason(e.what()));
+    throw ParseError(source, 0, 0, "malformed JSON: " + short_json_reason(e.what()));
   }
 }
 
@@ -541,7 +518,7 @@ std::string to_json(const Graph& graph) {
     return dump_one_entity_per_line(root);
   } catch (const Json::type_error& e) {
     // Only invalid UTF-8 in a name or label gets here.
-    throw InvalidGraph({std::string("cannot write JSON: ") + short_reason(e.what())});
+    throw InvalidGraph({std::string("cannot write JSON: ") + short_json_reason(e.what())});
   }
 }
 

@@ -1,7 +1,4 @@
 // HardwareSpec: validation and the JSON form (Note [hardware JSON]).
-//
-// The JSON reading helpers mirror those of model_spec.cc (same messages, same ParseError paths);
-// they are private to each file for now.
 
 #include "metron/models/hardware_spec.h"
 
@@ -13,6 +10,7 @@
 
 #include "json_reading.h"
 #include "metron/base/error.h"
+#include "spec_checks.h"
 
 namespace metron::models {
 namespace {
@@ -20,8 +18,11 @@ namespace {
 // ordered_json keeps keys in insertion order (canonical output) and in document order when
 // reading, so unknown keys are reported in the order they appear.
 using detail::brief;
+using detail::check_non_negative;
+using detail::check_positive;
 using detail::fail;
 using detail::Json;
+using detail::number_text;
 using detail::ObjectReader;
 using detail::read_non_negative_number;
 using detail::read_positive_integer;
@@ -30,31 +31,6 @@ using detail::read_string;
 
 constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
                                      Precision::kFp8};
-
-std::string number_text(double value) {
-  // Json's own formatting: shortest round-trip text, "inf"/"nan" written as such.
-  if (!std::isfinite(value)) return std::isnan(value) ? "nan" : (value > 0 ? "inf" : "-inf");
-  return Json(value).dump();
-}
-
-void check_positive(std::vector<std::string>& problems, const std::string& key, double value) {
-  if (!(std::isfinite(value) && value > 0)) {
-    problems.push_back(key + ": expected a positive number, got " + number_text(value));
-  }
-}
-
-void check_positive(std::vector<std::string>& problems, const std::string& key,
-                    std::int64_t value) {
-  if (value <= 0) {
-    problems.push_back(key + ": expected a positive integer, got " + std::to_string(value));
-  }
-}
-
-void check_non_negative(std::vector<std::string>& problems, const std::string& key, double value) {
-  if (!(std::isfinite(value) && value >= 0)) {
-    problems.push_back(key + ": expected a number >= 0, got " + number_text(value));
-  }
-}
 
 std::vector<std::string> find_problems(const HardwareSpec& spec) {
   std::vector<std::string> problems;
@@ -148,13 +124,7 @@ HardwareSpec read_spec(const Json& root, Diagnostics* diagnostics) {
 }  // namespace
 
 void validate(const HardwareSpec& spec) {
-  const std::vector<std::string> problems = find_problems(spec);
-  const std::string where = "invalid hardware \"" + spec.name + "\"";
-  if (problems.size() == 1) throw InvalidConfig(where + ": " + problems.front());
-  if (!problems.empty()) {
-    throw InvalidConfig(format_problem_list(
-        where + ": " + std::to_string(problems.size()) + " problems", problems));
-  }
+  detail::throw_if_problems("invalid hardware \"" + spec.name + "\"", find_problems(spec));
 }
 
 std::string to_json(const HardwareSpec& spec) {

@@ -10,6 +10,7 @@
 
 #include "json_reading.h"
 #include "metron/base/error.h"
+#include "spec_checks.h"
 
 namespace metron::models {
 namespace {
@@ -17,52 +18,24 @@ namespace {
 // ordered_json keeps keys in insertion order (canonical output) and in document order when
 // reading, so unknown keys are reported in the order they appear.
 using detail::brief;
+using detail::check_divisible;
+using detail::check_positive;
 using detail::fail;
 using detail::Json;
+using detail::name_of;
 using detail::ObjectReader;
+using detail::parse_name;
 using detail::read_bool;
+using detail::read_enum;
 using detail::read_positive_integer;
 using detail::read_string;
 
-constexpr std::array<std::pair<Precision, std::string_view>, 4> kPrecisionNames{
-    {{Precision::kBf16, "bf16"},
-     {Precision::kFp16, "fp16"},
-     {Precision::kFp32, "fp32"},
-     {Precision::kFp8, "fp8"}}};
-constexpr std::array<std::pair<MlpKind, std::string_view>, 2> kMlpNames{
+constexpr detail::EnumNames<Precision, 4> kPrecisionNames{{{Precision::kBf16, "bf16"},
+                                                           {Precision::kFp16, "fp16"},
+                                                           {Precision::kFp32, "fp32"},
+                                                           {Precision::kFp8, "fp8"}}};
+constexpr detail::EnumNames<MlpKind, 2> kMlpNames{
     {{MlpKind::kGelu, "gelu"}, {MlpKind::kSwiglu, "swiglu"}}};
-
-template <class Enum, std::size_t N>
-std::string_view name_of(const std::array<std::pair<Enum, std::string_view>, N>& names, Enum e) {
-  for (const auto& [value, name] : names) {
-    if (value == e) return name;
-  }
-  return "?";
-}
-
-template <class Enum, std::size_t N>
-std::optional<Enum> parse_name(const std::array<std::pair<Enum, std::string_view>, N>& names,
-                               std::string_view text) {
-  for (const auto& [value, name] : names) {
-    if (name == text) return value;
-  }
-  return std::nullopt;
-}
-
-void check_positive(std::vector<std::string>& problems, const char* key, std::int64_t value) {
-  if (value <= 0) {
-    problems.push_back(std::string(key) + ": expected a positive integer, got " +
-                       std::to_string(value));
-  }
-}
-
-void check_divisible(std::vector<std::string>& problems, const char* what, std::int64_t n,
-                     const char* by, std::int64_t d) {
-  if (n > 0 && d > 0 && n % d != 0) {
-    problems.push_back(std::string(what) + " (" + std::to_string(n) + ") must be divisible by " +
-                       by + " (" + std::to_string(d) + ")");
-  }
-}
 
 std::vector<std::string> find_problems(const ModelSpec& spec) {
   std::vector<std::string> problems;
@@ -85,19 +58,6 @@ std::vector<std::string> find_problems(const ModelSpec& spec) {
     }
   }
   return problems;
-}
-
-template <class Enum, std::size_t N>
-Enum read_enum(const std::array<std::pair<Enum, std::string_view>, N>& names, const Json& v,
-               const std::string& path) {
-  std::string expected;
-  for (const auto& [value, name] : names) {
-    expected += (expected.empty() ? "\"" : ", \"") + std::string(name) + "\"";
-  }
-  const std::optional<Enum> value =
-      v.is_string() ? parse_name(names, v.get<std::string>()) : std::nullopt;
-  if (!value) fail(path, "expected one of " + expected + ", got " + brief(v));
-  return *value;
 }
 
 MoeSpec read_moe(const Json& v, const std::string& path, Diagnostics* diagnostics) {
@@ -149,13 +109,7 @@ std::optional<MlpKind> parse_mlp_kind(std::string_view name) noexcept {
 }
 
 void validate(const ModelSpec& spec) {
-  const std::vector<std::string> problems = find_problems(spec);
-  const std::string where = "invalid model \"" + spec.name + "\"";
-  if (problems.size() == 1) throw InvalidConfig(where + ": " + problems.front());
-  if (!problems.empty()) {
-    throw InvalidConfig(format_problem_list(
-        where + ": " + std::to_string(problems.size()) + " problems", problems));
-  }
+  detail::throw_if_problems("invalid model \"" + spec.name + "\"", find_problems(spec));
 }
 
 std::string to_json(const ModelSpec& spec) {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <iostream>
 
+#include "cost_command.h"
 #include "graph_command.h"
 #include "metron/base/error.h"
 #include "presets_command.h"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   metron::cli::add_graph_command(app);
   metron::cli::add_schedule_command(app);
   metron::cli::add_presets_command(app);
+  metron::cli::add_cost_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

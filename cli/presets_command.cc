@@ -10,6 +10,7 @@
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/parameter_count.h"
+#include "number_format.h"
 
 namespace metron::cli {
 namespace {
@@ -18,14 +19,6 @@ struct PresetsOptions {
   std::string kind = "models";
   bool json = false;
 };
-
-/// A parameter count for a table: "125.2M", "174.6B", "1.01T".
-std::string short_count(std::int64_t n) {
-  const auto x = static_cast<double>(n);
-  if (x >= 1e12) return fmt::format("{:.2f}T", x / 1e12);
-  if (x >= 1e9) return fmt::format("{:.1f}B", x / 1e9);
-  return fmt::format("{:.1f}M", x / 1e6);
-}
 
 void print_models(bool json) {
   if (json) {
@@ -47,13 +40,14 @@ void print_hardware(bool json) {
     for (const auto& h : models::hardware_presets()) std::cout << models::to_json(h);
     return;
   }
-  // Decimal units, as the datasheets state them; fabric bandwidths per GPU, one direction.
-  std::cout << fmt::format("{:<12}{:>10}{:>14}{:>8}{:>10}{:>13}{:>10}\n", "name", "gpus/node",
-                           "bf16 TFLOP/s", "HBM GB", "HBM TB/s", "NVLink GB/s", "NIC GB/s");
+  // Decimal units, as the datasheets state them; fabric bandwidths per GPU, one direction:
+  // intra-node (NVLink) and inter-node (the NIC).
+  std::cout << fmt::format("{:<12}{:>10}{:>14}{:>8}{:>10}{:>12}{:>12}\n", "name", "gpus/node",
+                           "bf16 TFLOP/s", "HBM GB", "HBM TB/s", "intra GB/s", "inter GB/s");
   for (const auto& h : models::hardware_presets()) {
     const std::optional<double> bf16 = h.gpu.peak(models::Precision::kBf16);
     std::cout << fmt::format(
-        "{:<12}{:>10}{:>14}{:>8.0f}{:>10.2f}{:>13.0f}{:>10.0f}\n", h.name, h.gpus_per_node,
+        "{:<12}{:>10}{:>14}{:>8.0f}{:>10.2f}{:>12.0f}{:>12.0f}\n", h.name, h.gpus_per_node,
         bf16 ? fmt::format("{:.1f}", *bf16 / 1e12) : std::string("-"),
         static_cast<double>(h.gpu.hbm_capacity) / 1e9, h.gpu.hbm_bandwidth / 1e12,
         h.intra_node.bandwidth / 1e9, h.inter_node.bandwidth / 1e9);
@@ -69,8 +63,9 @@ void add_presets_command(CLI::App& app) {
       "List the named presets with their key numbers. Models: the GPT-3 family, the models of\n"
       "Narayanan et al. SC'21 Table 1, Turing-NLG 530B, Llama-2 and Llama-3; parameter counts\n"
       "are computed from the shapes. Hardware: DGX A100, DGX H100 and an H200 node, from NVIDIA\n"
-      "datasheets (bandwidths per GPU, one direction). Use a name wherever a model or a machine\n"
-      "is asked for.");
+      "datasheets (bandwidths per GPU, one direction), and cpu-local, this machine as metron's\n"
+      "CPU backend sees it, from a measured profile (scripts/measure_cpu_local.py). Use a name\n"
+      "wherever a model or a machine is asked for.");
   cmd->add_option("kind", o->kind, "what to list: models (default) or hardware")
       ->check(CLI::IsMember({"models", "hardware"}));
   cmd->add_flag("--json", o->json, "one JSON spec per line instead of a table");

@@ -3,29 +3,22 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#include "metron/base/json_error_text.h"
+#include "metron/models/stage_costs.h"
 
 namespace metron::cli {
 namespace {
 
 using Json = nlohmann::json;
 
-std::vector<double> stage_list(const Json& costs, const char* key, const std::string& path) {
-  if (!costs.contains(key)) return {};
-  const Json& list = costs.at(key);
-  if (!list.is_array()) {
-    throw ParseError(path, 0, 0, std::string("costs.") + key + ": expected an array of numbers");
-  }
+/// Seconds to the milliseconds the schedules module's StageTimes keep.
+std::vector<double> in_ms(const std::vector<double>& seconds) {
   std::vector<double> out;
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    if (!list[i].is_number()) {
-      throw ParseError(path, 0, 0,
-                       std::string("costs.") + key + "[" + std::to_string(i) +
-                           "]: expected a number, got " + list[i].dump());
-    }
-    out.push_back(list[i].get<double>());
-  }
+  out.reserve(seconds.size());
+  for (double s : seconds) out.push_back(s * 1e3);
   return out;
 }
 
@@ -36,23 +29,26 @@ schedules::StageTimes read_scenario_costs(const std::string& path) {
   Json root;
   try {
     root = Json::parse(text);
-  } catch (const Json::exception& e) {
-    throw ParseError(path, 0, 0, std::string("malformed JSON: ") + e.what());
+  } catch (const Json::parse_error& e) {
+    const auto [line, column] = line_and_column(text, e.byte);
+    throw ParseError(path, line, column, short_json_reason(e.what()));
   }
   if (!root.is_object() || !root.contains("costs") || !root.at("costs").is_object()) {
     throw ParseError(path, 0, 0,
                      "expected an object with \"costs\": {\"F\": [...], \"I\": [...], "
                      "\"W\": [...], \"p2p\": x}");
   }
-  const Json& costs = root.at("costs");
-  schedules::StageTimes times{.forward = stage_list(costs, "F", path),
-                              .backward_input = stage_list(costs, "I", path),
-                              .backward_weight = stage_list(costs, "W", path)};
-  if (costs.contains("p2p")) {
-    if (!costs.at("p2p").is_number()) throw ParseError(path, 0, 0, "costs.p2p: expected a number");
-    times.p2p = costs.at("p2p").get<double>();
+  // A typo must not be silently ignored: unknown keys of the costs object are errors here.
+  Diagnostics diagnostics;
+  const models::StageCosts costs = models::stage_costs_from_json(
+      root.at("costs").dump(), path, std::nullopt, "costs", &diagnostics);
+  if (diagnostics.count("unknown_key") > 0) {
+    throw ParseError(path, 0, 0, diagnostics.messages().front());
   }
-  return times;
+  return {.forward = in_ms(costs.forward),
+          .backward_input = in_ms(costs.backward_input),
+          .backward_weight = in_ms(costs.backward_weight),
+          .p2p = costs.p2p * 1e3};
 }
 
 }  // namespace metron::cli

@@ -1,6 +1,7 @@
-// Preset machines. Every number is copied from the cited public datasheet; none is fitted to a
-// training result, so the cost models can be checked against measurements rather than tuned to
-// them.
+// Preset machines. Every number is copied from the cited public datasheet, except the latencies
+// and efficiencies below, which are round readings of published microbenchmarks; none is fitted
+// to a training result, so the cost models can be checked against measurements rather than
+// tuned to them.
 //
 // Conventions: peaks are dense (the datasheets' sparsity figures halved); "GB" and "TB/s" are
 // decimal as the datasheets state them (80 GB = 80e9 bytes); NVLink's "bidirectional" total per
@@ -11,6 +12,24 @@
 // ib_write_lat, vendor tuning guides): about 1 us GPU to GPU over NVLink, about 5 us GPU to GPU
 // across InfiniBand once NCCL's proxy is included. They are round orders of magnitude, to be
 // replaced by a measured profile of the actual cluster.
+//
+// SM counts are datasheet/whitepaper figures. The two efficiencies are not on datasheets either:
+// they are round, conservative readings of published single-kernel microbenchmarks, and
+// approximate by nature (clocks, power limits and library versions move them by several
+// percent):
+//   gemm_efficiency    the fraction of the dense Tensor Core peak that large, well-shaped
+//                      BF16/FP16 GEMMs reach in cuBLAS: NVIDIA's "Matrix Multiplication
+//                      Background User's Guide" (GEMM throughput figures) and the cuBLAS
+//                      performance pages show large A100 GEMMs at roughly 80-90% of 312 TFLOP/s
+//                      and large H100 SXM GEMMs at roughly 75-80% of 989 TFLOP/s; we take the
+//                      low end.
+//   memory_efficiency  the fraction of the HBM datasheet bandwidth a streaming kernel reaches:
+//                      BabelStream / STREAM triad results on A100, H100 and H200 are roughly
+//                      85-90% of the datasheet figure; we take 85%.
+// Neither is fitted to a published end-to-end training result (an MFU or a tokens/s figure):
+// that would make the model agree with the very measurements it should be checked against.
+// Shape-dependent losses (tile and wave quantization) are computed by compute_cost.cc from
+// sm_count, not folded into these constants.
 
 #include "metron/models/hardware_presets.h"
 
@@ -18,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu_local_profile.h"
+#include "json_reading.h"
 #include "metron/base/error.h"
 #include "preset_lookup.h"
 
@@ -26,6 +47,10 @@ namespace {
 
 constexpr double kNvlinkLatency = 1e-6;      // s, typical (see the note above)
 constexpr double kInfinibandLatency = 5e-6;  // s, typical (see the note above)
+// Approximate microbenchmark readings (see the note above), not datasheet figures.
+constexpr double kA100GemmEfficiency = 0.80;   // cuBLAS large GEMMs, ~80-90% of peak
+constexpr double kH100GemmEfficiency = 0.75;   // cuBLAS large GEMMs, ~75-80% of peak
+constexpr double kHbmStreamEfficiency = 0.85;  // BabelStream/STREAM triad, ~85-90% of peak
 
 // NVIDIA DGX A100 System Architecture whitepaper and the NVIDIA A100 Tensor Core GPU datasheet
 // (A100 80GB SXM column).
@@ -36,8 +61,11 @@ HardwareSpec dgx_a100() {
                                  {Precision::kFp16, 312e12},    // FP16 Tensor Core, dense
                                  {Precision::kFp32, 19.5e12}},  // FP32 (non-tensor); no FP8
                   .hbm_bandwidth = 2.039e12,                    // HBM2e, 2,039 GB/s
-                  .hbm_capacity = 80'000'000'000},              // "80GB"
-          .gpus_per_node = 8,                                   // DGX A100: 8 GPUs
+                  .hbm_capacity = 80'000'000'000,               // "80GB"
+                  .sm_count = 108,  // NVIDIA A100 Tensor Core GPU Architecture whitepaper
+                  .gemm_efficiency = kA100GemmEfficiency,
+                  .memory_efficiency = kHbmStreamEfficiency},
+          .gpus_per_node = 8,  // DGX A100: 8 GPUs
           // Third-generation NVLink: 600 GB/s total (bidirectional) per GPU.
           .intra_node = {.bandwidth = 300e9, .latency = kNvlinkLatency},
           // DGX A100: 8x single-port ConnectX-6 HDR InfiniBand 200 Gb/s, one per GPU.
@@ -54,17 +82,20 @@ HardwareSpec dgx_h100() {
                                  {Precision::kFp32, 66.9e12},    // FP32 (non-tensor)
                                  {Precision::kFp8, 1978.9e12}},  // FP8 Tensor Core, dense
                   .hbm_bandwidth = 3.35e12,                      // HBM3, 3.35 TB/s
-                  .hbm_capacity = 80'000'000'000},               // "80GB"
-          .gpus_per_node = 8,                                    // DGX H100: 8 GPUs
+                  .hbm_capacity = 80'000'000'000,                // "80GB"
+                  .sm_count = 132,  // NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)
+                  .gemm_efficiency = kH100GemmEfficiency,
+                  .memory_efficiency = kHbmStreamEfficiency},
+          .gpus_per_node = 8,  // DGX H100: 8 GPUs
           // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU.
           .intra_node = {.bandwidth = 450e9, .latency = kNvlinkLatency},
           // DGX H100: 8x ConnectX-7 400 Gb/s (InfiniBand NDR), one per GPU.
           .inter_node = {.bandwidth = 50e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
 }
 
-// NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the H100 SXM's compute and NVLink with
-// 141 GB of HBM3e at 4.8 TB/s; the node as in the NVIDIA DGX H200 datasheet (8 GPUs, 8x
-// ConnectX-7 400 Gb/s).
+// NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the H100 SXM's compute (the same
+// GH100 die with 132 SMs, so the same GEMM efficiency) and NVLink with 141 GB of HBM3e at
+// 4.8 TB/s; the node as in the NVIDIA DGX H200 datasheet (8 GPUs, 8x ConnectX-7 400 Gb/s).
 HardwareSpec h200_node() {
   HardwareSpec spec = dgx_h100();
   spec.name = "h200-node";
@@ -74,7 +105,22 @@ HardwareSpec h200_node() {
   return spec;
 }
 
-std::vector<HardwareSpec> make_presets() { return {dgx_a100(), dgx_h100(), h200_node()}; }
+// The machine metron's CPU backend runs on: libtorch on CPU tensors and Gloo between local
+// processes, measured by scripts/measure_cpu_local.py (its docstring says how each number is
+// obtained; the file's "measurement" block says where and when). Compiled in from
+// models/profiles/cpu-local.json; measure again and rebuild to describe another machine.
+HardwareSpec cpu_local() {
+  constexpr const char* kSource = "models/profiles/cpu-local.json";
+  const detail::Json document = detail::parse_json(detail::cpu_local_profile_json(), kSource);
+  if (!document.is_object() || !document.contains("hardware")) {
+    throw InternalError(__FILE__, __LINE__, std::string(kSource) + ": no \"hardware\" object");
+  }
+  return hardware_from_json(document.at("hardware").dump(), std::string(kSource) + "#hardware");
+}
+
+std::vector<HardwareSpec> make_presets() {
+  return {dgx_a100(), dgx_h100(), h200_node(), cpu_local()};
+}
 
 }  // namespace
 

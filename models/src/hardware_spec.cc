@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -24,10 +26,26 @@ using detail::fail;
 using detail::Json;
 using detail::number_text;
 using detail::ObjectReader;
+using detail::read_non_negative_integer;
 using detail::read_non_negative_number;
 using detail::read_positive_integer;
 using detail::read_positive_number;
 using detail::read_string;
+
+// An efficiency is a fraction of a datasheet figure: above 1 would beat the datasheet, 0 would
+// make every op take forever.
+void check_fraction(std::vector<std::string>& problems, const std::string& key, double value) {
+  if (!(value > 0 && value <= 1)) {
+    problems.push_back(key + ": expected a number in (0, 1], got " + number_text(value));
+  }
+}
+
+double read_fraction(const Json& v, const std::string& path) {
+  if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 1)) {
+    fail(path, "expected a number in (0, 1], got " + brief(v));
+  }
+  return v.get<double>();
+}
 
 constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
                                      Precision::kFp8};
@@ -42,6 +60,12 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   }
   check_positive(problems, "gpu.hbm_bandwidth", spec.gpu.hbm_bandwidth);
   check_positive(problems, "gpu.hbm_capacity", spec.gpu.hbm_capacity);
+  if (spec.gpu.sm_count < 0) {
+    problems.push_back("gpu.sm_count: expected an integer >= 0, got " +
+                       std::to_string(spec.gpu.sm_count));
+  }
+  check_fraction(problems, "gpu.gemm_efficiency", spec.gpu.gemm_efficiency);
+  check_fraction(problems, "gpu.memory_efficiency", spec.gpu.memory_efficiency);
   check_positive(problems, "gpus_per_node", spec.gpus_per_node);
   check_positive(problems, "intra_node.bandwidth", spec.intra_node.bandwidth);
   check_non_negative(problems, "intra_node.latency", spec.intra_node.latency);
@@ -79,6 +103,15 @@ GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostic
   gpu.hbm_bandwidth =
       read_positive_number(in.required("hbm_bandwidth"), in.path_of("hbm_bandwidth"));
   gpu.hbm_capacity = read_positive_integer(in.required("hbm_capacity"), in.path_of("hbm_capacity"));
+  if (const Json* sm_count = in.find("sm_count")) {
+    gpu.sm_count = read_non_negative_integer(*sm_count, in.path_of("sm_count"));
+  }
+  if (const Json* efficiency = in.find("gemm_efficiency")) {
+    gpu.gemm_efficiency = read_fraction(*efficiency, in.path_of("gemm_efficiency"));
+  }
+  if (const Json* efficiency = in.find("memory_efficiency")) {
+    gpu.memory_efficiency = read_fraction(*efficiency, in.path_of("memory_efficiency"));
+  }
   in.finish();
   return gpu;
 }
@@ -140,7 +173,10 @@ std::string to_json(const HardwareSpec& spec) {
        {{"name", spec.gpu.name},
         {"peak_flops", peaks},
         {"hbm_bandwidth", spec.gpu.hbm_bandwidth},
-        {"hbm_capacity", spec.gpu.hbm_capacity}}},
+        {"hbm_capacity", spec.gpu.hbm_capacity},
+        {"sm_count", spec.gpu.sm_count},
+        {"gemm_efficiency", spec.gpu.gemm_efficiency},
+        {"memory_efficiency", spec.gpu.memory_efficiency}}},
       {"gpus_per_node", spec.gpus_per_node},
       {"intra_node",
        {{"bandwidth", spec.intra_node.bandwidth}, {"latency", spec.intra_node.latency}}},

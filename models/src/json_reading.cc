@@ -27,6 +27,16 @@ std::int64_t read_positive_integer(const Json& v, const std::string& path) {
 }
 
 // JSON numbers are finite, so only the sign needs checking.
+std::int64_t read_non_negative_integer(const Json& v, const std::string& path) {
+  const bool too_big =
+      v.is_number_unsigned() &&
+      v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max());
+  if (!v.is_number_integer() || too_big || v.get<std::int64_t>() < 0) {
+    fail(path, "expected an integer >= 0, got " + brief(v));
+  }
+  return v.get<std::int64_t>();
+}
+
 double read_positive_number(const Json& v, const std::string& path) {
   if (!v.is_number() || v.get<double>() <= 0) {
     fail(path, "expected a positive number, got " + brief(v));

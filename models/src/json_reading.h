@@ -26,6 +26,7 @@ struct PathError {
 /// The value as JSON text, cut to 40 characters, for "got ..." messages.
 std::string brief(const Json& value);
 std::int64_t read_positive_integer(const Json& v, const std::string& path);
+std::int64_t read_non_negative_integer(const Json& v, const std::string& path);
 double read_positive_number(const Json& v, const std::string& path);
 double read_non_negative_number(const Json& v, const std::string& path);
 std::string read_string(const Json& v, const std::string& path);

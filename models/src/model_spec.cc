@@ -102,6 +102,19 @@ std::optional<Precision> parse_precision(std::string_view name) noexcept {
   return parse_name(kPrecisionNames, name);
 }
 
+double element_bytes(Precision precision) noexcept {
+  switch (precision) {
+    case Precision::kFp32:
+      return 4;
+    case Precision::kFp8:
+      return 1;
+    case Precision::kBf16:
+    case Precision::kFp16:
+      break;
+  }
+  return 2;
+}
+
 std::string_view to_string(MlpKind kind) noexcept { return name_of(kMlpNames, kind); }
 
 std::optional<MlpKind> parse_mlp_kind(std::string_view name) noexcept {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "metron/base/file_io.h"
@@ -237,16 +238,16 @@ TEST_F(Cli, PresetsListsHardware) {
   // DGX H100: 8 GPUs, 989.4 TFLOP/s bf16 dense, 80 GB at 3.35 TB/s, NVLink4 450 GB/s and
   // ConnectX-7 50 GB/s per direction (NVIDIA H100 datasheet, DGX H100 user guide).
   EXPECT_THAT(r.out,
-              AllOf(StartsWith("name         gpus/node  bf16 TFLOP/s  HBM GB  HBM TB/s  NVLink GB/s"
-                               "  NIC GB/s\n"),
+              AllOf(StartsWith("name         gpus/node  bf16 TFLOP/s  HBM GB  HBM TB/s  intra GB/s"
+                               "  inter GB/s\n"),
                     HasSubstr("dgx-a100"),
-                    HasSubstr("dgx-h100             8         989.4      80      3.35          450"
-                              "        50\n"),
-                    HasSubstr("h200-node")));
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4);  // header + 3 presets
+                    HasSubstr("dgx-h100             8         989.4      80      3.35         450"
+                              "          50\n"),
+                    HasSubstr("h200-node"), HasSubstr("cpu-local")));
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5);  // header + 4 presets
   Outcome json = metron("presets hardware --json");
   EXPECT_EQ(json.code, 0) << json.err;
-  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 3);
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 4);
   EXPECT_THAT(json.out, StartsWith(R"({"name":"dgx-a100","gpu":{"name":"A100-SXM4-80GB",)"));
   EXPECT_EQ(metron("presets gpus").code, 2);
 }
@@ -272,7 +273,87 @@ TEST_F(Cli, ZbAutoTakesStageTimesFromAScenario) {
   write_file_atomically(path("bad.json"), R"({"costs": {"F": ["fast"]}})");
   Outcome bad = metron("schedule --schedule zb-auto --pp 2 -m 4 --scenario " + path("bad.json"));
   EXPECT_EQ(bad.code, 2);
-  EXPECT_THAT(bad.err, HasSubstr("bad.json: costs.F[0]: expected a number, got \"fast\""));
+  EXPECT_THAT(bad.err, HasSubstr("bad.json: costs.F[0]: expected a number >= 0, got \"fast\""));
+}
+
+// One GPT-3 175B layer at tp 8 with sequence parallelism, b = 1, s = 2048 (h = 12288, a = 96).
+TEST_F(Cli, CostReportsTheLayerByMegatronsAndKorthikantisFormulas) {
+  Outcome r = metron(
+      "cost --model gpt3-175b --hardware dgx-h100 --tp 8 --sp -b 1 --seq 2048 --dp 8 "
+      "--policy megatron-distopt --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json report = nlohmann::json::parse(r.out);
+  const double b = 1, s = 2048, h = 12288, a = 96, t = 8;
+  // Forward matrix FLOPs of a layer, Narayanan et al. SC'21: 24bsh² + 4bs²h, split over t.
+  const nlohmann::json& forward = report.at("layer").at(0);
+  EXPECT_EQ(forward.at("phase"), "forward");
+  EXPECT_DOUBLE_EQ(forward.at("flops").get<double>(), (24 * b * s * h * h + 4 * b * s * s * h) / t);
+  // The backward does twice the forward's matrix FLOPs.
+  EXPECT_DOUBLE_EQ(report.at("layer").at(3).at("flops").get<double>(),
+                   2 * (24 * b * s * h * h + 4 * b * s * s * h) / t);
+  // Korthikanti et al., tensor + sequence parallel: sbh/t · (34 + 5as/h) bytes.
+  EXPECT_DOUBLE_EQ(report.at("layer_activation_bytes").get<double>(),
+                   s * b * h / t * (34 + 5 * a * s / h));
+  // megatron-distopt with bf16 weights: 2 + 4 + 12/d bytes per parameter, d = dp = 8.
+  const nlohmann::json& only = report.at("ranks").at(0);
+  const auto params = only.at("parameters").get<double>();
+  EXPECT_DOUBLE_EQ(only.at("weight_bytes").get<double>(), 2 * params);
+  EXPECT_DOUBLE_EQ(only.at("gradient_bytes").get<double>(), 4 * params);
+  EXPECT_DOUBLE_EQ(only.at("optimizer_bytes").get<double>(), 12 * params / 8);
+
+  Outcome text = metron("cost --model gpt3-175b --hardware dgx-h100 --tp 8 --sp --pp 4 --ops");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_THAT(text.out, AllOf(HasSubstr("One transformer layer, one microbatch, one GPU:"),
+                              HasSubstr("Model state per GPU, pp 4, dp 1, policy ddp"),
+                              HasSubstr("  first "), HasSubstr("  middle "), HasSubstr("  last "),
+                              HasSubstr("attention-scores"), HasSubstr("qkv-wgrad")));
+}
+
+TEST_F(Cli, CostTakesMeasuredOpTimesFromAProfile) {
+  // gpt3-125m's QKV projection at b = 1, s = 2048, tp = 1: [2048 x 768] · [768 x 3·768].
+  write_file_atomically(path("profile.json"),
+                        R"({"compute": [{"key": "gemm:2048x2304x768", "dtype": "bf16",)"
+                        R"( "time_ms": 5.0}]})");
+  const std::string args = "cost --model gpt3-125m --hardware dgx-a100 -b 1 --seq 2048 --json";
+  Outcome plain = metron(args);
+  Outcome profiled = metron(args + " --profile " + path("profile.json"));
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  ASSERT_EQ(profiled.code, 0) << profiled.err;
+  const nlohmann::json before = nlohmann::json::parse(plain.out).at("layer").at(0);
+  const nlohmann::json after = nlohmann::json::parse(profiled.out).at("layer").at(0);
+  const auto op_time = [](const nlohmann::json& phase, const std::string& name) {
+    for (const auto& op : phase.at("ops")) {
+      if (op.at("name") == name) return op.at("time_ms").get<double>();
+    }
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(op_time(after, "qkv"), 5.0);
+  EXPECT_DOUBLE_EQ(op_time(after, "mlp-up"), op_time(before, "mlp-up"));
+  EXPECT_NEAR(after.at("time_ms").get<double>(),
+              before.at("time_ms").get<double>() - op_time(before, "qkv") + 5.0, 1e-9);
+}
+
+TEST_F(Cli, CostRejectsImpossibleInputWithExitTwo) {
+  Outcome model = metron("cost --model gpt3-175");
+  EXPECT_EQ(model.code, 2);
+  EXPECT_THAT(model.err, HasSubstr("did you mean \"gpt3-175b\""));
+  Outcome heads = metron("cost --model gpt3-175b --tp 5");
+  EXPECT_EQ(heads.code, 2);
+  EXPECT_THAT(heads.err, HasSubstr("heads (96) must be divisible by tp (5)"));
+  Outcome policy = metron("cost --policy zero4");
+  EXPECT_EQ(policy.code, 2);
+  EXPECT_THAT(policy.err, HasSubstr("unknown policy 'zero4'"));
+  // An A100 has no fp8 Tensor Cores, so an fp8 model has no peak to be timed against.
+  write_file_atomically(path("tiny-fp8.json"),
+                        R"({"name": "tiny-fp8", "layers": 2, "hidden": 64, "heads": 4,)"
+                        R"( "vocab": 100, "seq_len": 32, "dtype": "fp8"})");
+  Outcome fp8 = metron("cost --hardware dgx-a100 --model " + path("tiny-fp8.json"));
+  EXPECT_EQ(fp8.code, 2);
+  EXPECT_THAT(fp8.err, AllOf(HasSubstr("fp8"), HasSubstr("dgx-a100")));
+  write_file_atomically(path("bad-profile.json"), R"({"compute": [{"key": "x"}]})");
+  Outcome profile = metron("cost --profile " + path("bad-profile.json"));
+  EXPECT_EQ(profile.code, 2);
+  EXPECT_THAT(profile.err, HasSubstr("bad-profile.json: compute[0]"));
 }
 
 TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {

@@ -3,10 +3,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "metron/base/error.h"
+#include "metron/base/file_io.h"
 
 namespace metron::models {
 namespace {
@@ -23,8 +25,14 @@ std::vector<std::string> names() {
   return out;
 }
 
-TEST(HardwarePresets, ListsTheDatasheetMachinesInOrder) {
-  EXPECT_THAT(names(), ElementsAre("dgx-a100", "dgx-h100", "h200-node"));
+// The presets taken from datasheets; cpu-local comes from a measurement instead.
+std::vector<const HardwareSpec*> datasheet_machines() {
+  return {&hardware_preset("dgx-a100"), &hardware_preset("dgx-h100"),
+          &hardware_preset("h200-node")};
+}
+
+TEST(HardwarePresets, ListsTheDatasheetMachinesThenTheMeasuredOne) {
+  EXPECT_THAT(names(), ElementsAre("dgx-a100", "dgx-h100", "h200-node", "cpu-local"));
 }
 
 TEST(HardwarePresets, EveryPresetIsValid) {
@@ -81,25 +89,68 @@ TEST(HardwarePresets, H200DiffersFromH100OnlyInMemory) {
   EXPECT_EQ(h200, h100);
 }
 
-TEST(HardwarePresets, LatenciesAreMicrobenchmarkScale) {
-  for (const HardwareSpec& spec : hardware_presets()) {
-    EXPECT_EQ(spec.intra_node.latency, 1e-6) << spec.name;
-    EXPECT_EQ(spec.inter_node.latency, 5e-6) << spec.name;
-    EXPECT_EQ(spec.inter_node.topology, "fat-tree") << spec.name;
+// SM counts: NVIDIA A100 and H100 Tensor Core GPU Architecture whitepapers (A100: 108 SMs;
+// H100 SXM5: 132 SMs); the H200 is the same GH100 configuration.
+TEST(HardwarePresets, SmCountsMatchTheWhitepapers) {
+  EXPECT_EQ(hardware_preset("dgx-a100").gpu.sm_count, 108);
+  EXPECT_EQ(hardware_preset("dgx-h100").gpu.sm_count, 132);
+  EXPECT_EQ(hardware_preset("h200-node").gpu.sm_count, 132);
+}
+
+// The efficiencies are round, conservative readings of cuBLAS GEMM and BabelStream/STREAM
+// microbenchmarks (sources in hardware_presets.cc), pinned so a change to them is deliberate.
+TEST(HardwarePresets, EfficienciesAreRoundMicrobenchmarkReadings) {
+  EXPECT_EQ(hardware_preset("dgx-a100").gpu.gemm_efficiency, 0.80);
+  EXPECT_EQ(hardware_preset("dgx-h100").gpu.gemm_efficiency, 0.75);
+  EXPECT_EQ(hardware_preset("h200-node").gpu.gemm_efficiency, 0.75);  // same compute as H100
+  for (const HardwareSpec* spec : datasheet_machines()) {
+    EXPECT_EQ(spec->gpu.memory_efficiency, 0.85) << spec->name;
   }
+}
+
+TEST(HardwarePresets, LatenciesAreMicrobenchmarkScale) {
+  for (const HardwareSpec* spec : datasheet_machines()) {
+    EXPECT_EQ(spec->intra_node.latency, 1e-6) << spec->name;
+    EXPECT_EQ(spec->inter_node.latency, 5e-6) << spec->name;
+    EXPECT_EQ(spec->inter_node.topology, "fat-tree") << spec->name;
+  }
+}
+
+// cpu-local is compiled in from the measured profile; it must be exactly the file's "hardware"
+// object (a stale build or a botched embedding would show here), and the file must say how and
+// where it was measured.
+TEST(HardwarePresets, CpuLocalIsTheMeasuredProfileInTheRepository) {
+  const std::string path = std::string(METRON_SOURCE_DIR) + "/models/profiles/cpu-local.json";
+  const nlohmann::json document = nlohmann::json::parse(read_file(path));
+  EXPECT_EQ(hardware_preset("cpu-local"), hardware_from_json(document.at("hardware").dump(), path));
+  const nlohmann::json& measurement = document.at("measurement");
+  EXPECT_EQ(measurement.at("command"), "/usr/bin/python3 scripts/measure_cpu_local.py");
+  EXPECT_TRUE(measurement.contains("date"));
+  EXPECT_TRUE(measurement.contains("machine"));
+}
+
+// What the measurement script asserts about a CPU: its peaks are achieved throughput, so no
+// efficiency factor and no GPU tile/wave quantization on top.
+TEST(HardwarePresets, CpuLocalPeaksAreMeasuredThroughput) {
+  const HardwareSpec& cpu = hardware_preset("cpu-local");
+  EXPECT_EQ(cpu.gpu.sm_count, 0);
+  EXPECT_EQ(cpu.gpu.gemm_efficiency, 1.0);
+  EXPECT_EQ(cpu.gpu.memory_efficiency, 1.0);
+  EXPECT_TRUE(cpu.gpu.peak(Precision::kFp32).has_value());
+  EXPECT_EQ(cpu.inter_node.topology, "loopback");
 }
 
 TEST(HardwarePresets, UnknownNameListsThePresetsAndSuggestsACloseOne) {
   EXPECT_THAT([] { (void)hardware_preset("dgx-h10"); },
-              ThrowsMessage<InvalidConfig>(
-                  HasSubstr("hardware preset: unknown name \"dgx-h10\"; expected one of "
-                            "dgx-a100, dgx-h100, h200-node; did you mean \"dgx-h100\"")));
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "hardware preset: unknown name \"dgx-h10\"; expected one of "
+                  "dgx-a100, dgx-h100, h200-node, cpu-local; did you mean \"dgx-h100\"")));
 }
 
 TEST(HardwarePresets, UnknownFarNameGetsNoSuggestion) {
-  EXPECT_THAT([] { (void)hardware_preset("cpu-local"); },
+  EXPECT_THAT([] { (void)hardware_preset("tpu-v5p"); },
               ThrowsMessage<InvalidConfig>(
-                  AllOf(HasSubstr("unknown name \"cpu-local\""), Not(HasSubstr("did you mean")))));
+                  AllOf(HasSubstr("unknown name \"tpu-v5p\""), Not(HasSubstr("did you mean")))));
 }
 
 }  // namespace

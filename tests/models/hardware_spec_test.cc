@@ -48,6 +48,13 @@ TEST(HardwareSpec, DefaultsQueuesAndSlowdown) {
   EXPECT_EQ(spec.compute_slowdown_during_comm, 0.0);
 }
 
+TEST(HardwareSpec, DefaultsToNoQuantizationAndFullEfficiency) {
+  const GpuSpec gpu = small().gpu;
+  EXPECT_EQ(gpu.sm_count, 0);
+  EXPECT_EQ(gpu.gemm_efficiency, 1.0);
+  EXPECT_EQ(gpu.memory_efficiency, 1.0);
+}
+
 TEST(HardwareSpec, PeakIsAbsentForAnUnsupportedPrecision) {
   const HardwareSpec spec = small();
   EXPECT_EQ(spec.gpu.peak(Precision::kBf16), 100.0);
@@ -66,6 +73,14 @@ HardwareSpec with(void (*change)(HardwareSpec&)) {
 
 TEST(ValidateHardware, AcceptsAValidSpec) { EXPECT_NO_THROW(validate(small())); }
 
+TEST(ValidateHardware, AcceptsTheEdgesOfTheNewGpuFields) {
+  HardwareSpec spec = small();
+  spec.gpu.sm_count = 0;  // unknown: no quantization
+  spec.gpu.gemm_efficiency = 1.0;
+  spec.gpu.memory_efficiency = 1e-3;
+  EXPECT_NO_THROW(validate(spec));
+}
+
 TEST(ValidateHardware, RejectsEachOutOfRangeField) {
   const std::string where = "invalid hardware \"small\": ";
   expect_invalid(with([](HardwareSpec& s) { s.gpu.peak_flops[Precision::kFp8] = 0; }),
@@ -76,6 +91,18 @@ TEST(ValidateHardware, RejectsEachOutOfRangeField) {
                  where + "gpu.hbm_bandwidth: expected a positive number, got -1.0");
   expect_invalid(with([](HardwareSpec& s) { s.gpu.hbm_capacity = 0; }),
                  where + "gpu.hbm_capacity: expected a positive integer, got 0");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.sm_count = -1; }),
+                 where + "gpu.sm_count: expected an integer >= 0, got -1");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.gemm_efficiency = 0; }),
+                 where + "gpu.gemm_efficiency: expected a number in (0, 1], got 0.0");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.gemm_efficiency = 1.5; }),
+                 where + "gpu.gemm_efficiency: expected a number in (0, 1], got 1.5");
+  expect_invalid(with([](HardwareSpec& s) {
+                   s.gpu.memory_efficiency = std::numeric_limits<double>::quiet_NaN();
+                 }),
+                 where + "gpu.memory_efficiency: expected a number in (0, 1], got nan");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.memory_efficiency = -0.5; }),
+                 where + "gpu.memory_efficiency: expected a number in (0, 1], got -0.5");
   expect_invalid(with([](HardwareSpec& s) { s.gpus_per_node = 0; }),
                  where + "gpus_per_node: expected a positive integer, got 0");
   expect_invalid(with([](HardwareSpec& s) {
@@ -114,7 +141,8 @@ TEST(HardwareJson, WritesCanonicalText) {
   spec.compute_slowdown_during_comm = 0.25;
   EXPECT_EQ(to_json(spec),
             R"({"name":"small","gpu":{"name":"toy","peak_flops":{"bf16":100.0,"fp32":25.0,)"
-            R"("fp8":200.0},"hbm_bandwidth":10.0,"hbm_capacity":1000},"gpus_per_node":2,)"
+            R"("fp8":200.0},"hbm_bandwidth":10.0,"hbm_capacity":1000,"sm_count":0,)"
+            R"("gemm_efficiency":1.0,"memory_efficiency":1.0},"gpus_per_node":2,)"
             R"("intra_node":{"bandwidth":5.0,"latency":0.5},)"
             R"("inter_node":{"bandwidth":1.0,"latency":2.0,"topology":"ring"},)"
             R"("hardware_queues":8,"compute_slowdown_during_comm":0.25})"
@@ -133,6 +161,9 @@ TEST(HardwareJson, RoundTripsEveryField) {
                          {Precision::kFp8, 1978.9e12}};
   spec.gpu.hbm_bandwidth = 3.35e12;
   spec.gpu.hbm_capacity = 141'000'000'000;
+  spec.gpu.sm_count = 132;
+  spec.gpu.gemm_efficiency = 0.75;
+  spec.gpu.memory_efficiency = 0.85;
   spec.intra_node.latency = 1.3e-6;
   spec.hardware_queues = 32;
   spec.compute_slowdown_during_comm = 0.1;
@@ -207,6 +238,31 @@ TEST(HardwareJson, RejectsOutOfRangeNumbers) {
   expect_parse_error(json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":1},"hbm_bandwidth":1,)"
                                    R"("hbm_capacity":8e10})"),
                      "hw.json: gpu.hbm_capacity: expected a positive integer, got 80000000000.0");
+}
+
+TEST(HardwareJson, ReadsTheOptionalGpuFields) {
+  const HardwareSpec spec = hardware_from_json(
+      json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":100,"fp32":25},"hbm_bandwidth":10,)"
+                    R"("hbm_capacity":1000,"sm_count":108,"gemm_efficiency":0.8,)"
+                    R"("memory_efficiency":1})"));
+  EXPECT_EQ(spec.gpu.sm_count, 108);
+  EXPECT_EQ(spec.gpu.gemm_efficiency, 0.8);
+  EXPECT_EQ(spec.gpu.memory_efficiency, 1.0);
+}
+
+TEST(HardwareJson, RejectsOutOfRangeGpuFields) {
+  const std::string head = R"({"name":"toy","peak_flops":{"bf16":1},"hbm_bandwidth":1,)"
+                           R"("hbm_capacity":1,)";
+  expect_parse_error(json_with_gpu(head + R"("sm_count":-1})"),
+                     "hw.json: gpu.sm_count: expected an integer >= 0, got -1");
+  expect_parse_error(json_with_gpu(head + R"("sm_count":1.5})"),
+                     "hw.json: gpu.sm_count: expected an integer >= 0, got 1.5");
+  expect_parse_error(json_with_gpu(head + R"("gemm_efficiency":0})"),
+                     "hw.json: gpu.gemm_efficiency: expected a number in (0, 1], got 0");
+  expect_parse_error(json_with_gpu(head + R"("gemm_efficiency":1.5})"),
+                     "hw.json: gpu.gemm_efficiency: expected a number in (0, 1], got 1.5");
+  expect_parse_error(json_with_gpu(head + R"("memory_efficiency":"high"})"),
+                     "hw.json: gpu.memory_efficiency: expected a number in (0, 1], got \"high\"");
 }
 
 TEST(HardwareJson, RejectsBadPeaks) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "metron/base/error.h"
+#include "support/tiny_models.h"
 
 namespace metron::models {
 namespace {
@@ -11,21 +12,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-ModelSpec tiny_gelu() {
-  return {.name = "tiny-gelu", .layers = 2, .hidden = 8, .heads = 2, .vocab = 10, .seq_len = 4};
-}
-
-ModelSpec tiny_swiglu() {
-  return {.name = "tiny-swiglu",
-          .layers = 2,
-          .hidden = 8,
-          .heads = 4,
-          .kv_heads = 2,
-          .ffn_hidden = 12,
-          .vocab = 10,
-          .seq_len = 4,
-          .mlp = MlpKind::kSwiglu};
-}
+using testing::tiny_gelu;
+using testing::tiny_swiglu;
 
 // h = 8, ffn = 4h = 32, vocab 10, seq 4, 2 layers, untied:
 //   attention: QKV 8·24 + 24 bias = 216, output 8·8 + 8 = 72           -> 288

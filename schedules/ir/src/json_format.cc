@@ -16,6 +16,7 @@
 
 #include "metron/base/error.h"
 #include "metron/base/json_error_text.h"
+#include "metron/base/json_layout.h"
 #include "metron/ir/graph_builder.h"
 
 namespace metron::ir {
@@ -479,27 +480,6 @@ Json parse(std::string_view text, const std::string& source) {
   }
 }
 
-// The canonical layout: one top-level key per line and one entity per line, so a graph file
-// stays short, greps well and diffs one task at a time.
-std::string dump_one_entity_per_line(const Json& root) {
-  std::string out = "{\n";
-  std::size_t left = root.size();
-  for (const auto& [key, value] : root.items()) {
-    out += "  " + Json(key).dump() + ": ";
-    if (!value.is_array() || value.empty()) {
-      out += value.dump();
-    } else {
-      out += "[\n";
-      for (std::size_t i = 0; i < value.size(); ++i) {
-        out += "    " + value[i].dump() + (i + 1 < value.size() ? ",\n" : "\n");
-      }
-      out += "  ]";
-    }
-    out += --left > 0 ? ",\n" : "\n";
-  }
-  return out + "}\n";
-}
-
 }  // namespace
 
 std::string to_json(const Graph& graph) {
@@ -515,7 +495,7 @@ std::string to_json(const Graph& graph) {
                      {"tasks", write_entities(data.tasks, write_task)},
                      {"issue_order", std::move(order)}};
   try {
-    return dump_one_entity_per_line(root);
+    return dump_one_entry_per_line(root);
   } catch (const Json::type_error& e) {
     // Only invalid UTF-8 in a name or label gets here.
     throw InvalidGraph({std::string("cannot write JSON: ") + short_json_reason(e.what())});

@@ -3,7 +3,9 @@
 //   dgx-a100    8x A100-SXM4-80GB, NVLink3, 8x HDR InfiniBand 200 Gb/s
 //   dgx-h100    8x H100-SXM5-80GB, NVLink4, 8x ConnectX-7 400 Gb/s
 //   h200-node   8x H200-SXM-141GB, H100's compute and fabric, HBM3e
-// No CPU-only preset: its numbers must come from a measured profile.
+// and the machine the CPU backend runs on, from a measured profile:
+//   cpu-local   libtorch CPU matmul and copy throughput, Gloo loopback latency and bandwidth,
+//               measured by scripts/measure_cpu_local.py into models/profiles/cpu-local.json
 
 #include <span>
 #include <string_view>

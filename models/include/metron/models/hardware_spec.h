@@ -5,7 +5,8 @@
 //   {"name": "dgx-h100",
 //    "gpu": {"name": "H100-SXM5-80GB",
 //            "peak_flops": {"bf16": 9.894e14, "fp16": 9.894e14, "fp32": 6.69e13, "fp8": 1.9789e15},
-//            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000},
+//            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000,
+//            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85},
 //    "gpus_per_node": 8,
 //    "intra_node": {"bandwidth": 4.5e11, "latency": 1e-06},
 //    "inter_node": {"bandwidth": 5e10, "latency": 5e-06, "topology": "fat-tree"},
@@ -15,6 +16,13 @@
 //   gpu.peak_flops        dense (no sparsity) peak per precision; a precision the GPU lacks is
 //                         left out (an A100 has no "fp8"). Keys are Precision names.
 //   gpu.hbm_bandwidth     bytes/s;  gpu.hbm_capacity  bytes (an integer).
+//   gpu.sm_count          streaming multiprocessors, an integer >= 0; the compute model's tile
+//                         and wave quantization spreads GEMM tiles over them. 0 = unknown: no
+//                         quantization.
+//   gpu.gemm_efficiency   in (0, 1]: the fraction of the dense peak that large GEMMs reach
+//                         (microbenchmarks, never fitted to training runs); 1 = the peak.
+//   gpu.memory_efficiency in (0, 1]: the fraction of hbm_bandwidth that streaming kernels reach
+//                         (STREAM-like microbenchmarks); 1 = the datasheet bandwidth.
 //   intra_node.bandwidth  bytes/s per GPU, one direction (NVLink: half the "bidirectional" figure).
 //   inter_node.bandwidth  bytes/s per GPU, one direction (its NIC's line rate / 8).
 //   *.latency             seconds for a small message, >= 0.
@@ -24,8 +32,9 @@
 //                         while communication overlaps compute, compute takes (1 + this) times
 //                         as long; >= 0, 0 means perfect overlap.
 //
-// Required: everything but hardware_queues (default 8) and compute_slowdown_during_comm
-// (default 0.0).
+// Required: everything but gpu.sm_count (default 0), gpu.gemm_efficiency (default 1.0),
+// gpu.memory_efficiency (default 1.0), hardware_queues (default 8) and
+// compute_slowdown_during_comm (default 0.0).
 
 #include <cstdint>
 #include <map>
@@ -38,12 +47,16 @@
 
 namespace metron::models {
 
-/// One GPU: its dense peak compute per precision and its memory.
+/// One GPU: its dense peak compute per precision, its memory, and what fraction of both its
+/// kernels reach (the roofline of compute_cost.h).
 struct GpuSpec {
   std::string name;
   std::map<Precision, double> peak_flops;  // FLOP/s; a precision the GPU lacks is absent
   double hbm_bandwidth = 0;                // bytes/s
   std::int64_t hbm_capacity = 0;           // bytes
+  std::int64_t sm_count = 0;               // 0 = unknown: no tile/wave quantization
+  double gemm_efficiency = 1.0;            // (0, 1]: fraction of the peak large GEMMs reach
+  double memory_efficiency = 1.0;          // (0, 1]: fraction of hbm_bandwidth streams reach
 
   /// The dense peak FLOP/s at `precision`, or nullopt when the GPU does not support it.
   [[nodiscard]] std::optional<double> peak(Precision precision) const {
@@ -87,8 +100,9 @@ struct HardwareSpec {
 };
 
 /// Throws InvalidConfig listing every problem: non-positive (or non-finite) peaks, bandwidths,
-/// capacity, gpus_per_node and hardware_queues; no peak at all; negative (or non-finite)
-/// latencies and compute_slowdown_during_comm; an empty topology.
+/// capacity, gpus_per_node and hardware_queues; no peak at all; a negative sm_count;
+/// gemm_efficiency or memory_efficiency outside (0, 1]; negative (or non-finite) latencies and
+/// compute_slowdown_during_comm; an empty topology.
 void validate(const HardwareSpec& spec);
 
 /// The canonical JSON text of a spec: keys in Note [hardware JSON] order, peaks in Precision

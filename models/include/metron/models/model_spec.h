@@ -32,6 +32,8 @@ enum class Precision { kBf16, kFp16, kFp32, kFp8 };
 std::string_view to_string(Precision precision) noexcept;
 /// The inverse of to_string; nullopt for any other text.
 std::optional<Precision> parse_precision(std::string_view name) noexcept;
+/// Bytes of one element: 4 for fp32, 2 for bf16 and fp16, 1 for fp8.
+double element_bytes(Precision precision) noexcept;
 
 /// The feed-forward block of each layer (see Note [model JSON]).
 enum class MlpKind { kGelu, kSwiglu };

@@ -1,0 +1,24 @@
+#pragma once
+// Models and machines named on the command line: a preset name, or the path of a JSON spec. One
+// place for every subcommand that takes --model / --hardware / --profile.
+
+#include <optional>
+#include <string>
+
+#include "metron/models/cost_profile.h"
+#include "metron/models/hardware_spec.h"
+#include "metron/models/model_spec.h"
+
+namespace metron::cli {
+
+/// `arg` as a preset name, or, when it names an existing file or ends in ".json", the model spec
+/// in that file. Unknown names throw InvalidConfig listing the presets.
+models::ModelSpec load_model(const std::string& arg);
+
+/// As load_model, for machines.
+models::HardwareSpec load_hardware(const std::string& arg);
+
+/// The cost profile in file `path` (Note [profile JSON]).
+models::CostProfile load_profile(const std::string& path);
+
+}  // namespace metron::cli

@@ -1,0 +1,103 @@
+#pragma once
+// The communication cost model: alpha–beta times of collectives and point-to-point transfers on
+// the two fabrics of a HardwareSpec. Note [collective costs]:
+//
+//   Bytes follow nccl-tests: S is the whole buffer — all-reduce S in and out per rank;
+//   reduce-scatter S in, S/n out; all-gather S/n in, S out; broadcast and reduce S; all-to-all S
+//   sent (and received) per rank, S/n to each peer; p2p S.
+//
+//   One level, n ranks, link (α latency, β bandwidth per GPU one way):
+//     ring  all-reduce      2(n−1)·α + 2(n−1)/n · S/β
+//           reduce-scatter   (n−1)·α +  (n−1)/n · S/β     (all-gather alike)
+//           broadcast/reduce (n−1)·α +            S/β     (pipelined chain)
+//           all-to-all       (n−1)·α +  (n−1)/n · S/β
+//     tree  all-reduce      2⌈log₂n⌉·α + 2·S/β           (NCCL's double binary tree: reduce up,
+//                                                        broadcast down, each half on one tree)
+//           NCCL has trees for all-reduce only; every other op runs as a ring whatever the
+//           algorithm asked for.
+//     auto  all-reduce takes the faster of ring and tree, as NCCL's tuner picks the predicted
+//           fastest.
+//     p2p   α + S/β; 0 for S = 0 on any level; any op on one rank costs 0.
+//
+//   Hierarchical, a group of n = r·N ranks on N > 1 nodes with r per node (group_placement.h):
+//     all-reduce      reduce-scatter inside nodes (r, S) + all-reduce across (N, S/r)
+//                     + all-gather inside nodes (r, S)
+//     reduce-scatter  reduce-scatter inside (r, S) + reduce-scatter across (N, S/r)
+//     all-gather      all-gather across (N, S/r) + all-gather inside (r, S)
+//     broadcast       across (N, S) + inside (r, S);  reduce: inside, then across
+//     all-to-all      the intra-node share (r−1)/n·S inside + the (n−r)/n·S leaving the node
+//                     across, as two phases
+//   with r = 1 only the across phase remains. The total is the sum of the phases.
+//
+//   Bus bandwidth (nccl-tests' busbw): algbw = S / t times 2(n−1)/n for all-reduce, (n−1)/n for
+//   reduce-scatter, all-gather and all-to-all, 1 for broadcast, reduce and p2p.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "metron/models/cost_kinds.h"
+#include "metron/models/cost_profile.h"
+#include "metron/models/group_placement.h"
+#include "metron/models/hardware_spec.h"
+
+namespace metron::models {
+
+/// How a collective moves its data (Note [collective costs]).
+enum class CommAlgorithm { kAuto, kRing, kTree };
+
+/// "auto", "ring", "tree".
+std::string_view to_string(CommAlgorithm algorithm) noexcept;
+/// The inverse of to_string; nullopt for any other text.
+std::optional<CommAlgorithm> parse_comm_algorithm(std::string_view name) noexcept;
+
+/// One level of the fabric.
+struct Link {
+  double latency = 0;    ///< α, seconds
+  double bandwidth = 0;  ///< β, bytes/s per GPU one way
+};
+
+/// A collective over `ranks` ranks on one link (Note [collective costs]); seconds.
+double flat_collective_time(CommOp op, std::int64_t bytes, std::int64_t ranks, const Link& link,
+                            CommAlgorithm algorithm = CommAlgorithm::kAuto);
+
+/// One phase of a hierarchical collective.
+struct CommPhase {
+  CommOp op = CommOp::kAllReduce;
+  std::int64_t bytes = 0;  ///< in the nccl-tests convention of `op`
+  std::int64_t ranks = 1;
+  bool inter_node = false;  ///< across nodes (else inside one)
+  double seconds = 0;
+};
+
+/// Times collectives and transfers on `hardware`, taking measured entries from a profile first.
+class CommModel {
+ public:
+  /// `profile`, when given, must outlive the model.
+  explicit CommModel(HardwareSpec hardware, const CostProfile* profile = nullptr,
+                     CommAlgorithm algorithm = CommAlgorithm::kAuto);
+
+  /// The phases a collective decomposes into for `group` (one phase on one node or with one
+  /// rank per node; none for a one-rank group or S = 0).
+  [[nodiscard]] std::vector<CommPhase> phases(CommOp op, std::int64_t bytes,
+                                              GroupPlacement group) const;
+  /// Seconds: the profile's entry, else the sum of phases().
+  [[nodiscard]] double collective_time(CommOp op, std::int64_t bytes, GroupPlacement group) const;
+  /// Seconds for one send/recv pair: the profile's entry, else α + S/β of the fabric between.
+  [[nodiscard]] double p2p_time(std::int64_t bytes, bool same_node) const;
+
+  [[nodiscard]] Link intra_node() const;
+  [[nodiscard]] Link inter_node() const;
+  [[nodiscard]] const HardwareSpec& hardware() const { return hardware_; }
+
+ private:
+  HardwareSpec hardware_;
+  const CostProfile* profile_;
+  CommAlgorithm algorithm_;
+};
+
+/// nccl-tests' bus bandwidth (bytes/s) of a collective of `bytes` on `ranks` ranks that took
+/// `seconds` (Note [collective costs]).
+double bus_bandwidth(CommOp op, std::int64_t bytes, std::int64_t ranks, double seconds);
+
+}  // namespace metron::models

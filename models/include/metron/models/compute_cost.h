@@ -1,0 +1,131 @@
+#pragma once
+// The compute cost model: every GEMM, attention product and element-wise op of a transformer
+// layer (and of the embedding, the LM head and loss, and the optimizer step) with its FLOPs and
+// HBM bytes, and its time on a GPU by roofline with a size-dependent GEMM efficiency.
+// Note [compute accounting]:
+//
+//   FLOPs are matrix FLOPs only (2 per multiply-add), as in Megatron's and PaLM's accounting;
+//   element-wise ops (norms, softmax, dropout, activations, residual adds, the loss, Adam) carry
+//   flops = 0 and are costed by their bytes. Attention counts the full s×s score matrix, as
+//   Megatron's formula and its fused (non-flash) softmax kernels do.
+//
+//   Phases: F forward; I the input (activation) gradients, which hold the whole attention-core
+//   backward and every element-wise backward; W the weight gradients (one GEMM per weight
+//   matrix, as many FLOPs as its forward); B = I + W; recompute = what Recompute re-runs before
+//   a backward (nothing; the attention core; or the whole forward); optimizer = Adam.
+//
+//   Time of one op = max(flops / (peak · gemm efficiency), bytes / (HBM bandwidth · memory
+//   efficiency)); a CostProfile entry for the op's key replaces it. The GEMM efficiency is the
+//   GPU's large-GEMM efficiency times tile and wave quantization over its SMs (NVIDIA's "Matrix
+//   Multiplication Background User's Guide"); constants are documented in hardware_presets.cc.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "metron/models/cost_kinds.h"
+#include "metron/models/cost_profile.h"
+#include "metron/models/hardware_spec.h"
+#include "metron/models/layer_shape.h"
+#include "metron/models/model_spec.h"
+#include "metron/models/parallel_spec.h"
+
+namespace metron::models {
+
+/// How an op is computed, which decides its roofline and its profile key.
+enum class OpKind {
+  kGemm,         ///< C[m,n] = A[m,k] · B[k,n]
+  kBatchedGemm,  ///< `batch` independent GEMMs (attention's QKᵀ and ·V)
+  kElementwise,  ///< memory-bound: norms, softmax, dropout, activations, adds, loss, optimizer
+};
+
+/// "gemm", "batched-gemm", "elementwise".
+std::string_view to_string(OpKind kind) noexcept;
+
+/// One op on one rank for one microbatch.
+struct OpCost {
+  std::string name;  ///< what it is, e.g. "qkv", "attention-scores", "softmax", "mlp-down"
+  OpKind kind = OpKind::kElementwise;
+  std::int64_t m = 0;      ///< GEMM rows; element-wise: elements
+  std::int64_t n = 0;      ///< GEMM columns; element-wise: 0
+  std::int64_t k = 0;      ///< GEMM inner size; element-wise: 0
+  std::int64_t batch = 1;  ///< batched GEMM count; otherwise 1
+  double flops = 0;        ///< matrix FLOPs (Note [compute accounting])
+  double bytes = 0;        ///< HBM bytes read + written
+
+  /// The key a CostProfile stores this op's measured time under: "gemm:MxNxK",
+  /// "batched-gemm:BATCHxMxNxK", "elementwise:<name>:<elements>".
+  [[nodiscard]] std::string profile_key() const;
+
+  friend bool operator==(const OpCost&, const OpCost&) = default;
+};
+
+/// The ops of one transformer layer for `phase` (Note [compute accounting]), in execution order.
+/// kRecompute gives what `recompute` re-runs (empty for kNone); the optimizer step is not a layer
+/// phase (see optimizer_ops).
+std::vector<OpCost> layer_ops(const ModelSpec& model, const LayerShape& shape, ComputePhase phase,
+                              Recompute recompute = Recompute::kNone);
+
+/// The first stage's extras: token (and "gelu" models' position) embedding lookup and dropout.
+std::vector<OpCost> embedding_ops(const ModelSpec& model, const LayerShape& shape,
+                                  ComputePhase phase);
+
+/// The last stage's extras: final norm, the vocabulary-parallel LM head GEMM and cross-entropy.
+std::vector<OpCost> head_ops(const ModelSpec& model, const LayerShape& shape, ComputePhase phase);
+
+/// One Adam step over `parameters` parameters held (as their optimizer shard) on one rank: reads
+/// and writes the fp32 main weights and both moments, reads the gradients, writes the model's
+/// weights in `model_dtype`.
+std::vector<OpCost> optimizer_ops(std::int64_t parameters, Precision model_dtype);
+
+/// Totals of a list of ops.
+struct PhaseCost {
+  double flops = 0;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+/// Times ops on one GPU of `hardware` at `dtype` (the precision GEMMs run in).
+class ComputeModel {
+ public:
+  /// `profile`, when given, must outlive the model.
+  ComputeModel(HardwareSpec hardware, Precision dtype, const CostProfile* profile = nullptr);
+
+  /// The fraction of peak a GEMM of this shape reaches (1 for element-wise ops).
+  [[nodiscard]] double gemm_efficiency(const OpCost& op) const;
+  /// Seconds: the profile's entry for op.profile_key() at this dtype, else the roofline.
+  [[nodiscard]] double op_time(const OpCost& op) const;
+  /// Sums of flops, bytes and op_time.
+  [[nodiscard]] PhaseCost cost(std::span<const OpCost> ops) const;
+
+  [[nodiscard]] const HardwareSpec& hardware() const { return hardware_; }
+  [[nodiscard]] Precision dtype() const { return dtype_; }
+
+ private:
+  HardwareSpec hardware_;
+  Precision dtype_;
+  double peak_flops_;  // hardware_.gpu.peak(dtype_); InvalidConfig when absent
+  const CostProfile* profile_;
+};
+
+/// One layer's cost in every phase.
+struct LayerPhaseCosts {
+  PhaseCost forward;
+  PhaseCost backward_input;
+  PhaseCost backward_weight;
+  PhaseCost backward;   ///< backward_input + backward_weight
+  PhaseCost recompute;  ///< under the given Recompute
+};
+
+LayerPhaseCosts layer_phase_costs(const ModelSpec& model, const LayerShape& shape,
+                                  Recompute recompute, const ComputeModel& compute);
+
+/// Matrix FLOPs of one training iteration over all GPUs: every layer's F, recompute, I and W
+/// plus the LM head's F, I and W, for global_batch = microbatches · microbatch_size · dp samples.
+/// With `with_recompute` false the recompute is left out ("model FLOPs", the MFU numerator).
+/// For a "gelu" model with ffn = 4h, full recompute and tp = cp = 1 this is Megatron's
+/// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
+double iteration_flops(const ModelSpec& model, const ParallelSpec& spec, bool with_recompute);
+
+}  // namespace metron::models

@@ -1,0 +1,71 @@
+#pragma once
+// Measured costs that override the analytical models entry by entry: the format `metron profile`
+// writes on real hardware. Note [profile JSON]:
+//
+//   {"hardware": "dgx-h100",
+//    "compute": [{"key": "gemm:2048x4608x12288", "dtype": "bf16", "time_ms": 0.21}],
+//    "collectives": [{"op": "all-reduce", "ranks": 8, "nodes": 1, "bytes": 33554432,
+//                     "time_ms": 0.19}],
+//    "p2p": [{"bytes": 25165824, "same_node": false, "time_ms": 0.55}]}
+//
+// `compute` keys are OpCost::profile_key(); collectives use ir's op names and nccl-tests' byte
+// convention (comm_cost.h). Every list and "hardware" are optional; an entry's fields are all
+// required. Times are milliseconds in the file (as in scenarios) and seconds in memory. An entry
+// matches only exactly (same key and dtype; same op, ranks, nodes and bytes; same bytes and
+// same_node): a profile never interpolates, so what it does not list stays analytical.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+
+#include "metron/base/diagnostics.h"
+#include "metron/models/cost_kinds.h"
+#include "metron/models/group_placement.h"
+#include "metron/models/model_spec.h"
+
+namespace metron::models {
+
+class CostProfile {
+ public:
+  /// The hardware the profile was measured on (free text; empty when not given).
+  std::string hardware;
+
+  void set_compute(std::string key, Precision dtype, double seconds);
+  void set_collective(CommOp op, GroupPlacement group, std::int64_t bytes, double seconds);
+  void set_p2p(std::int64_t bytes, bool same_node, double seconds);
+
+  [[nodiscard]] std::optional<double> compute(std::string_view key, Precision dtype) const;
+  [[nodiscard]] std::optional<double> collective(CommOp op, GroupPlacement group,
+                                                 std::int64_t bytes) const;
+  [[nodiscard]] std::optional<double> p2p(std::int64_t bytes, bool same_node) const;
+
+  [[nodiscard]] std::size_t size() const;  ///< entries of all three kinds
+
+  friend bool operator==(const CostProfile&, const CostProfile&) = default;
+  /// Writes every entry, so it reads the maps directly (declared again below).
+  friend std::string to_json(const CostProfile& profile);
+
+ private:
+  std::map<std::pair<std::string, Precision>, double, std::less<>> compute_;
+  std::map<std::tuple<CommOp, std::int64_t, std::int64_t, std::int64_t>, double>
+      collectives_;  // (op, ranks, nodes, bytes)
+  std::map<std::pair<std::int64_t, bool>, double> p2p_;
+};
+
+/// Canonical JSON (Note [profile JSON]): entries sorted by key, one entry per line.
+/// cost_profile_from_json(to_json(p)) == p for every profile read from JSON. A time set in
+/// seconds that no millisecond double divides back to exactly (about 2% of doubles) comes back
+/// within one rounding. Throws InvalidConfig for a negative or non-finite time.
+std::string to_json(const CostProfile& profile);
+
+/// Reads a profile. Malformed JSON throws ParseError at source:line:col; a wrong type, an unknown
+/// op or dtype, a negative time or a duplicate entry throws ParseError naming the JSON path
+/// (`compute[3].time_ms: expected a number >= 0, got -1`). Unknown keys are counted in
+/// `diagnostics` as "unknown_key" when given.
+CostProfile cost_profile_from_json(std::string_view text, const std::string& source = "<json>",
+                                   Diagnostics* diagnostics = nullptr);
+
+}  // namespace metron::models

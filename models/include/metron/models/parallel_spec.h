@@ -1,0 +1,96 @@
+#pragma once
+// How a model is split over GPUs and batched: the `parallel` object of a scenario.
+// Note [parallel JSON]:
+//
+//   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
+//    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
+//    "recompute": "none"}
+//
+// Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
+// recompute to "none"; seq_len defaults to the model's (null = unset); global_batch and
+// num_microbatches may be null. The number of microbatches per iteration comes from
+// num_microbatches when given, else from global_batch / (microbatch_size · dp); when both are
+// given they must agree.
+//
+// Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
+// then pp; the ep ranks of an expert layer are carved out of the dp·cp ranks. This decides which
+// groups sit inside a node (see group_placement.h).
+//
+// Which model state the data-parallel ranks shard (distributed optimizer, ZeRO stage) belongs to
+// the sync policy (the scenario's "sync"), not here: memory_model.h takes it as a StatePolicy.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "metron/base/diagnostics.h"
+#include "metron/models/model_spec.h"
+
+namespace metron::models {
+
+/// Activation recomputation (Korthikanti et al. 2022): none; selective recomputes the attention
+/// core (QKᵀ, softmax, dropout, ·V) in the backward; full recomputes each layer's forward from
+/// its stored input.
+enum class Recompute { kNone, kSelective, kFull };
+
+/// "none", "selective", "full".
+std::string_view to_string(Recompute recompute) noexcept;
+/// The inverse of to_string; nullopt for any other text.
+std::optional<Recompute> parse_recompute(std::string_view name) noexcept;
+
+/// Parallel sizes and batching (see Note [parallel JSON]).
+struct ParallelSpec {
+  std::int64_t tp = 1;             ///< tensor parallel
+  std::int64_t pp = 1;             ///< pipeline parallel (stages' ranks)
+  std::int64_t dp = 1;             ///< data parallel
+  std::int64_t vp = 1;             ///< model chunks per pipeline rank (interleaving, V schedules)
+  std::int64_t cp = 1;             ///< context parallel (sequence split for attention)
+  std::int64_t ep = 1;             ///< expert parallel (MoE), within dp·cp
+  bool sequence_parallel = false;  ///< Megatron SP: norms/dropout split over tp (needs tp > 1)
+  std::int64_t microbatch_size = 1;
+  std::optional<std::int64_t> global_batch;      ///< samples per iteration, all replicas
+  std::optional<std::int64_t> num_microbatches;  ///< per pipeline per iteration
+  std::optional<std::int64_t> seq_len;           ///< default: the model's
+  Recompute recompute = Recompute::kNone;
+
+  /// tp · pp · dp · cp: the GPUs one configuration occupies.
+  [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }
+  /// num_microbatches, else global_batch / (microbatch_size · dp); nullopt when neither is set
+  /// (or the division is not exact: validate() reports that).
+  [[nodiscard]] std::optional<std::int64_t> microbatches() const;
+  /// seq_len, else the model's.
+  [[nodiscard]] std::int64_t sequence_length(const ModelSpec& model) const {
+    return seq_len.value_or(model.seq_len);
+  }
+  /// Sequence parallelism in effect: requested and tp > 1 (Megatron turns it off at tp = 1).
+  [[nodiscard]] bool sp() const { return sequence_parallel && tp > 1; }
+
+  friend bool operator==(const ParallelSpec&, const ParallelSpec&) = default;
+};
+
+/// Throws InvalidConfig listing every problem of `spec` for `model` (and `gpus` when given):
+/// non-positive sizes; layers not divisible by pp·vp; vp > 1 with pp = 1; heads and kv_heads not
+/// divisible by tp; ffn_hidden not divisible by tp; seq_len not divisible by tp (cp·tp when
+/// cp > 1) under sequence parallelism or by 2·cp under context parallelism (Megatron's
+/// load-balanced split); neither global_batch nor num_microbatches; global_batch not divisible by
+/// microbatch_size·dp, or disagreeing with num_microbatches; ep > 1 on a dense model; experts not
+/// divisible by ep; dp·cp not divisible by ep; gpus != tp·pp·dp·cp.
+/// @code
+///   validate(ParallelSpec{.tp = 8, .pp = 16, .dp = 8, .global_batch = 1536},
+///            model_preset("gpt3-175b"), 1024);
+/// @endcode
+void validate(const ParallelSpec& spec, const ModelSpec& model,
+              std::optional<std::int64_t> gpus = std::nullopt);
+
+/// The canonical JSON text (every key of Note [parallel JSON], unset optionals as null), one
+/// line, final newline. parallel_from_json(to_json(s)) == s.
+std::string to_json(const ParallelSpec& spec);
+
+/// Reads a spec (no validation against a model: that needs the model, see validate). A wrong
+/// type or a non-positive size throws ParseError naming the key; unknown keys are counted in
+/// `diagnostics` as "unknown_key" when given.
+ParallelSpec parallel_from_json(std::string_view text, const std::string& source = "<json>",
+                                Diagnostics* diagnostics = nullptr);
+
+}  // namespace metron::models

@@ -1,0 +1,248 @@
+// CommModel: alpha–beta times of collectives and transfers (Note [collective costs]).
+
+#include "metron/models/comm_cost.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "metron/base/error.h"
+#include "spec_checks.h"
+
+namespace metron::models {
+namespace {
+
+constexpr detail::EnumNames<CommAlgorithm, 3> kAlgorithmNames{{
+    {CommAlgorithm::kAuto, "auto"},
+    {CommAlgorithm::kRing, "ring"},
+    {CommAlgorithm::kTree, "tree"},
+}};
+
+// ⌈log₂ n⌉ for n >= 1: the depth of a binary tree over n ranks.
+double ceil_log2(std::int64_t n) {
+  double depth = 0;
+  for (std::int64_t reach = 1; reach < n; reach *= 2) ++depth;
+  return depth;
+}
+
+double ring_time(CommOp op, double bytes, double n, const Link& link) {
+  const double a = link.latency;
+  const double s = bytes / link.bandwidth;
+  switch (op) {
+    case CommOp::kAllReduce:
+      return 2 * (n - 1) * a + 2 * (n - 1) / n * s;
+    case CommOp::kReduceScatter:
+    case CommOp::kAllGather:
+    case CommOp::kAllToAll:
+      return (n - 1) * a + (n - 1) / n * s;
+    case CommOp::kBroadcast:
+    case CommOp::kReduce:
+      return (n - 1) * a + s;
+  }
+  return 0;
+}
+
+double tree_all_reduce_time(double bytes, std::int64_t n, const Link& link) {
+  return 2 * ceil_log2(n) * link.latency + 2 * bytes / link.bandwidth;
+}
+
+void check_link(std::vector<std::string>& problems, const std::string& name, const Link& link) {
+  detail::check_positive(problems, name + ".bandwidth", link.bandwidth);
+  detail::check_non_negative(problems, name + ".latency", link.latency);
+}
+
+bool link_ok(const Link& link) {
+  return std::isfinite(link.bandwidth) && link.bandwidth > 0 && std::isfinite(link.latency) &&
+         link.latency >= 0;
+}
+
+void check_bytes(std::vector<std::string>& problems, std::int64_t bytes) {
+  if (bytes < 0) {
+    problems.push_back("bytes: expected an integer >= 0, got " + std::to_string(bytes));
+  }
+}
+
+std::string op_where(CommOp op) { return "collective " + std::string(to_string(op)); }
+
+// The simulator prices every collective task through here, so the valid case builds no strings.
+void check_flat(CommOp op, std::int64_t bytes, std::int64_t ranks, const Link& link) {
+  if (bytes >= 0 && ranks >= 1 && link_ok(link)) return;
+  std::vector<std::string> problems;
+  check_bytes(problems, bytes);
+  detail::check_positive(problems, "ranks", ranks);
+  check_link(problems, "link", link);
+  detail::throw_if_problems(op_where(op), problems);
+}
+
+void check_group(CommOp op, std::int64_t bytes, GroupPlacement group) {
+  if (bytes >= 0 && group.nodes >= 1 && group.nodes <= group.ranks) return;
+  std::vector<std::string> problems;
+  check_bytes(problems, bytes);
+  detail::check_positive(problems, "ranks", group.ranks);
+  detail::check_positive(problems, "nodes", group.nodes);
+  if (group.nodes > group.ranks && group.ranks > 0) {
+    problems.push_back("nodes: expected at most ranks (" + std::to_string(group.ranks) + "), got " +
+                       std::to_string(group.nodes));
+  }
+  detail::throw_if_problems(op_where(op), problems);
+}
+
+// Prices one phase on the link it runs over.
+struct PhaseMaker {
+  Link intra;
+  Link inter;
+  CommAlgorithm algorithm;
+
+  CommPhase operator()(CommOp op, std::int64_t bytes, std::int64_t ranks, bool inter_node) const {
+    return {
+        .op = op,
+        .bytes = bytes,
+        .ranks = ranks,
+        .inter_node = inter_node,
+        .seconds = flat_collective_time(op, bytes, ranks, inter_node ? inter : intra, algorithm)};
+  }
+};
+
+// Note [collective costs], hierarchical part, for r > 1 ranks on each of N > 1 nodes. A group
+// whose ranks do not split evenly over its nodes (group_placement() never makes one) is priced
+// as if every node held ranks_per_node(), rounded down: the ranks beyond that are ignored, a
+// bounded underestimate rather than an error. Phase byte counts are whole bytes, rounded down
+// like the per-rank shards they stand for.
+std::vector<CommPhase> hierarchical_phases(const PhaseMaker& phase, CommOp op, std::int64_t bytes,
+                                           GroupPlacement group) {
+  const std::int64_t r = group.ranks_per_node();
+  const std::int64_t n_nodes = group.nodes;
+  const std::int64_t shard = bytes / r;
+  switch (op) {
+    case CommOp::kAllReduce:
+      return {phase(CommOp::kReduceScatter, bytes, r, false),
+              phase(CommOp::kAllReduce, shard, n_nodes, true),
+              phase(CommOp::kAllGather, bytes, r, false)};
+    case CommOp::kReduceScatter:
+      return {phase(CommOp::kReduceScatter, bytes, r, false),
+              phase(CommOp::kReduceScatter, shard, n_nodes, true)};
+    case CommOp::kAllGather:
+      return {phase(CommOp::kAllGather, shard, n_nodes, true),
+              phase(CommOp::kAllGather, bytes, r, false)};
+    case CommOp::kBroadcast:
+      return {phase(CommOp::kBroadcast, bytes, n_nodes, true),
+              phase(CommOp::kBroadcast, bytes, r, false)};
+    case CommOp::kReduce:
+      return {phase(CommOp::kReduce, bytes, r, false),
+              phase(CommOp::kReduce, bytes, n_nodes, true)};
+    case CommOp::kAllToAll:
+      // Each rank sends S/n to each of its n peers. Inside: an all-to-all of r ranks sending
+      // r·S/n each moves (r−1)/r · r·S/n = (r−1)/n · S over the intra link. Across: an
+      // all-to-all of N "nodes" of S moves (N−1)/N · S = (n−r)/n · S (as n = r·N) over the
+      // NICs, with one latency per peer node.
+      return {phase(CommOp::kAllToAll, bytes * r / group.ranks, r, false),
+              phase(CommOp::kAllToAll, bytes, n_nodes, true)};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view to_string(CommAlgorithm algorithm) noexcept {
+  return detail::name_of(kAlgorithmNames, algorithm);
+}
+
+std::optional<CommAlgorithm> parse_comm_algorithm(std::string_view name) noexcept {
+  return detail::parse_name(kAlgorithmNames, name);
+}
+
+double flat_collective_time(CommOp op, std::int64_t bytes, std::int64_t ranks, const Link& link,
+                            CommAlgorithm algorithm) {
+  check_flat(op, bytes, ranks, link);
+  if (ranks == 1 || bytes == 0) return 0;
+
+  const double ring = ring_time(op, double(bytes), double(ranks), link);
+  // NCCL has trees for all-reduce only; every other op runs as a ring whatever was asked.
+  if (op != CommOp::kAllReduce || algorithm == CommAlgorithm::kRing) return ring;
+  const double tree = tree_all_reduce_time(double(bytes), ranks, link);
+  return algorithm == CommAlgorithm::kTree ? tree : std::min(ring, tree);
+}
+
+CommModel::CommModel(HardwareSpec hardware, const CostProfile* profile, CommAlgorithm algorithm)
+    : hardware_(std::move(hardware)), profile_(profile), algorithm_(algorithm) {
+  // Only the fabrics matter here, so a spec with just those filled in is enough.
+  std::vector<std::string> problems;
+  check_link(problems, "intra_node", intra_node());
+  check_link(problems, "inter_node", inter_node());
+  detail::throw_if_problems("invalid hardware \"" + hardware_.name + "\"", problems);
+}
+
+Link CommModel::intra_node() const {
+  return {.latency = hardware_.intra_node.latency, .bandwidth = hardware_.intra_node.bandwidth};
+}
+
+Link CommModel::inter_node() const {
+  return {.latency = hardware_.inter_node.latency, .bandwidth = hardware_.inter_node.bandwidth};
+}
+
+std::vector<CommPhase> CommModel::phases(CommOp op, std::int64_t bytes,
+                                         GroupPlacement group) const {
+  check_group(op, bytes, group);
+  if (group.ranks == 1 || bytes == 0) return {};
+
+  const PhaseMaker phase{intra_node(), inter_node(), algorithm_};
+  if (group.nodes == 1) return {phase(op, bytes, group.ranks, false)};
+  if (group.ranks_per_node() == 1) return {phase(op, bytes, group.nodes, true)};
+  return hierarchical_phases(phase, op, bytes, group);
+}
+
+double CommModel::collective_time(CommOp op, std::int64_t bytes, GroupPlacement group) const {
+  if (profile_ != nullptr) {
+    if (const std::optional<double> measured = profile_->collective(op, group, bytes)) {
+      return *measured;
+    }
+  }
+  double seconds = 0;
+  for (const CommPhase& phase : phases(op, bytes, group)) seconds += phase.seconds;
+  return seconds;
+}
+
+double CommModel::p2p_time(std::int64_t bytes, bool same_node) const {
+  if (profile_ != nullptr) {
+    if (const std::optional<double> measured = profile_->p2p(bytes, same_node)) return *measured;
+  }
+  if (bytes < 0) {
+    throw InvalidConfig("p2p: bytes: expected an integer >= 0, got " + std::to_string(bytes));
+  }
+  if (bytes == 0) return 0;
+  const Link link = same_node ? intra_node() : inter_node();
+  return link.latency + double(bytes) / link.bandwidth;
+}
+
+double bus_bandwidth(CommOp op, std::int64_t bytes, std::int64_t ranks, double seconds) {
+  std::vector<std::string> problems;
+  check_bytes(problems, bytes);
+  detail::check_positive(problems, "ranks", ranks);
+  if (bytes > 0) detail::check_positive(problems, "seconds", seconds);
+  detail::throw_if_problems("bus bandwidth of " + std::string(to_string(op)), problems);
+  if (bytes == 0) return 0;
+
+  // nccl-tests' PERFORMANCE.md: the factor that makes busbw comparable to the link's bandwidth
+  // whatever the rank count, since a ring moves that multiple of S over each rank's link.
+  const double n = double(ranks);
+  double factor = 1;
+  switch (op) {
+    case CommOp::kAllReduce:
+      factor = 2 * (n - 1) / n;
+      break;
+    case CommOp::kReduceScatter:
+    case CommOp::kAllGather:
+    case CommOp::kAllToAll:
+      factor = (n - 1) / n;
+      break;
+    case CommOp::kBroadcast:
+    case CommOp::kReduce:
+      factor = 1;
+      break;
+  }
+  return double(bytes) / seconds * factor;
+}
+
+}  // namespace metron::models

@@ -1,0 +1,408 @@
+// The compute cost model: the op inventory of a transformer layer, the embedding, the LM head and
+// Adam, and their roofline times (Note [compute accounting] in compute_cost.h).
+//
+// Note [op inventory]: per rank and microbatch, with T = b·s/cp tokens, Tr = T/t under sequence
+// parallelism, e bytes per element and a 1-byte mask only for "gelu" (dropout) models:
+//   F  input-norm (Tr·h, 2e) · qkv GEMM T x (h + 2·kv·dh)/t x h · attention-scores (b·a/t
+//      batches of s/cp x s x dh) · softmax (2e) · attention-dropout (2e+1) · attention-values
+//      (s/cp x dh x s) · attention-out T x h x h/t · attention-residual (3e+mask) ·
+//      post-attention-norm · MLP (gelu: up, gelu 2e, down; swiglu: gate-up, swiglu 3e, down;
+//      MoE: router T x E x h, dispatch, the expert MLP on T·top_k tokens, combine) ·
+//      mlp-residual. A GEMM moves e·(mk + kn + mn) bytes.
+//   I  the reverse of F: <gemm>-dgrad (m, k, n); a batched GEMM's -dgrad-a (m, k, n) and
+//      -dgrad-b (k, n, m); <elementwise>-backward at 3e per element (dropout and residuals
+//      2e + mask, the loss 4 + e).
+//   W  <gemm>-wgrad (k, n, m) for each weight GEMM, in backward order.
+// Megatron's iteration-FLOPs formula (Narayanan et al. SC'21, eq. 3) follows from these GEMMs;
+// tests/models/compute_cost_test.cc checks it.
+
+#include "metron/models/compute_cost.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "metron/base/error.h"
+#include "spec_checks.h"
+
+namespace metron::models {
+namespace {
+
+constexpr detail::EnumNames<OpKind, 3> kOpKindNames{{
+    {OpKind::kGemm, "gemm"},
+    {OpKind::kBatchedGemm, "batched-gemm"},
+    {OpKind::kElementwise, "elementwise"},
+}};
+
+// Output tile of the quantization model: NVIDIA's "Matrix Multiplication Background User's
+// Guide" explains tile and wave quantization with cuBLAS tiles of 256x128, 128x128, 128x64 and
+// smaller; we take the 128x128 middle one for every shape. cuBLAS picks smaller tiles for small
+// shapes, so this overstates their loss somewhat; a profile entry corrects a shape that matters.
+constexpr std::int64_t kTile = 128;
+// PyTorch and Megatron keep a dropout mask as one byte (bool) per element.
+constexpr double kMaskBytes = 1;
+// The loss runs its softmax in fp32 (Megatron's vocab-parallel cross-entropy upcasts logits).
+constexpr double kFp32Bytes = 4;
+// Adam with fp32 main weights (mixed precision): read and write the main weights (4 + 4) and
+// both moments (8 + 8), read the fp32 gradients (4); plus writing the model-dtype copy, which is
+// the main weights themselves in fp32.
+constexpr double kAdamFp32Bytes = 28;
+
+// A size split over `parts` ranks. Sizes validate() requires to divide (heads, ffn_hidden,
+// seq_len under sequence parallelism) divide exactly; the vocabulary need not, and Megatron pads
+// it to a multiple of tp, so each rank holds the rounded-up shard.
+std::int64_t shard(std::int64_t size, std::int64_t parts) { return (size + parts - 1) / parts; }
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+OpCost gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double e,
+            std::int64_t batch = 1, OpKind kind = OpKind::kGemm) {
+  const double per_gemm_bytes =
+      e * (double(m) * double(k) + double(k) * double(n) + double(m) * double(n));
+  return {.name = std::move(name),
+          .kind = kind,
+          .m = m,
+          .n = n,
+          .k = k,
+          .batch = batch,
+          .flops = 2.0 * double(batch) * double(m) * double(n) * double(k),
+          .bytes = double(batch) * per_gemm_bytes};
+}
+
+OpCost batched_gemm(std::string name, std::int64_t batch, std::int64_t m, std::int64_t n,
+                    std::int64_t k, double e) {
+  return gemm(std::move(name), m, n, k, e, batch, OpKind::kBatchedGemm);
+}
+
+OpCost elementwise(std::string name, std::int64_t elements, double bytes_per_element) {
+  return {.name = std::move(name),
+          .kind = OpKind::kElementwise,
+          .m = elements,
+          .bytes = double(elements) * bytes_per_element};
+}
+
+// A forward op and what its backward costs, so that I can be derived from F: an element-wise
+// op's backward moves `backward_bytes` per element (GEMMs derive theirs from their shape).
+struct ForwardOp {
+  OpCost op;
+  double backward_bytes = 0;
+};
+
+ForwardOp ew(std::string name, std::int64_t elements, double forward_bytes, double backward_bytes) {
+  return {elementwise(std::move(name), elements, forward_bytes), backward_bytes};
+}
+
+// The sizes of Note [op inventory] for one rank and microbatch.
+struct Dims {
+  std::int64_t b;            // microbatch size
+  std::int64_t s;            // full sequence (keys and values after cp's exchange)
+  std::int64_t s_local;      // s / cp: this rank's queries
+  std::int64_t tokens;       // T = b·s/cp
+  std::int64_t tokens_sp;    // Tr: T/t under sequence parallelism, else T
+  std::int64_t t;            // tp
+  std::int64_t h;            // hidden
+  std::int64_t heads_local;  // a/t
+  std::int64_t kv;           // KV heads (all of them; qkv's n is split as a whole)
+  std::int64_t dh;           // head dim
+  double e;                  // bytes per element of the model dtype
+  double mask;               // dropout mask bytes per element (0 without dropout)
+};
+
+Dims dims_of(const ModelSpec& model, const LayerShape& shape) {
+  const std::int64_t tokens = shape.tokens();
+  return {.b = shape.batch,
+          .s = shape.seq,
+          .s_local = shape.seq / shape.cp,
+          .tokens = tokens,
+          .tokens_sp = shape.sequence_parallel ? shard(tokens, shape.tp) : tokens,
+          .t = shape.tp,
+          .h = model.hidden,
+          .heads_local = shard(model.heads, shape.tp),
+          .kv = model.num_kv_heads(),
+          .dh = model.head_dim(),
+          .e = element_bytes(model.dtype),
+          .mask = model.mlp == MlpKind::kGelu ? kMaskBytes : 0};
+}
+
+// The MLP block on `tokens` tokens of width `ffn` (split over t): dense, or one expert.
+void add_mlp(std::vector<ForwardOp>& ops, const ModelSpec& model, const Dims& d,
+             std::int64_t tokens, std::int64_t ffn) {
+  const std::int64_t ffn_local = shard(ffn, d.t);
+  if (model.mlp == MlpKind::kGelu) {
+    ops.push_back({gemm("mlp-up", tokens, ffn_local, d.h, d.e)});
+    ops.push_back(ew("gelu", tokens * ffn_local, 2 * d.e, 3 * d.e));
+  } else {
+    ops.push_back({gemm("mlp-gate-up", tokens, 2 * ffn_local, d.h, d.e)});
+    ops.push_back(ew("swiglu", tokens * ffn_local, 3 * d.e, 3 * d.e));
+  }
+  ops.push_back({gemm("mlp-down", tokens, d.h, ffn_local, d.e)});
+}
+
+// Forward ops 3-6: what selective recompute re-runs.
+void add_attention_core(std::vector<ForwardOp>& ops, const Dims& d) {
+  const std::int64_t batch = d.b * d.heads_local;
+  const std::int64_t scores = batch * d.s_local * d.s;
+  ops.push_back({batched_gemm("attention-scores", batch, d.s_local, d.s, d.dh, d.e)});
+  ops.push_back(ew("softmax", scores, 2 * d.e, 3 * d.e));
+  if (d.mask > 0) {
+    ops.push_back(ew("attention-dropout", scores, 2 * d.e + d.mask, 2 * d.e + d.mask));
+  }
+  ops.push_back({batched_gemm("attention-values", batch, d.s_local, d.dh, d.s, d.e)});
+}
+
+std::vector<ForwardOp> layer_forward(const ModelSpec& model, const LayerShape& shape) {
+  const Dims d = dims_of(model, shape);
+  const std::int64_t hidden_elements = d.tokens_sp * d.h;
+  std::vector<ForwardOp> ops;
+  ops.push_back(ew("input-norm", hidden_elements, 2 * d.e, 3 * d.e));
+  ops.push_back({gemm("qkv", d.tokens, shard(d.h + 2 * d.kv * d.dh, d.t), d.h, d.e)});
+  add_attention_core(ops, d);
+  ops.push_back({gemm("attention-out", d.tokens, d.h, shard(d.h, d.t), d.e)});
+  ops.push_back(ew("attention-residual", hidden_elements, 3 * d.e + d.mask, 2 * d.e + d.mask));
+  ops.push_back(ew("post-attention-norm", hidden_elements, 2 * d.e, 3 * d.e));
+  if (model.moe) {
+    // Tokens are balanced over the experts and the ep ranks, so each rank's experts see
+    // top_k tokens per local token in all.
+    const std::int64_t routed = d.tokens * model.moe->top_k * d.h;
+    ops.push_back({gemm("router", d.tokens, model.moe->experts, d.h, d.e)});
+    ops.push_back(ew("moe-dispatch", routed, 2 * d.e, 3 * d.e));
+    add_mlp(ops, model, d, d.tokens * model.moe->top_k, model.moe->ffn_hidden);
+    ops.push_back(ew("moe-combine", routed, 2 * d.e, 3 * d.e));
+  } else {
+    add_mlp(ops, model, d, d.tokens, model.ffn_size());
+  }
+  ops.push_back(ew("mlp-residual", hidden_elements, 3 * d.e + d.mask, 2 * d.e + d.mask));
+  return ops;
+}
+
+std::vector<OpCost> forward_of(const std::vector<ForwardOp>& ops) {
+  std::vector<OpCost> out;
+  for (const ForwardOp& f : ops) out.push_back(f.op);
+  return out;
+}
+
+// I: the activation gradients in reverse order. C[m,n] = A[m,k]·B[k,n] gives dA = dC·Bᵀ
+// (m, k, n) and dB = Aᵀ·dC (k, n, m); a weight GEMM needs only dA here (dB is its W).
+std::vector<OpCost> input_grads_of(const std::vector<ForwardOp>& ops, double e) {
+  std::vector<OpCost> out;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    const OpCost& f = it->op;
+    switch (f.kind) {
+      case OpKind::kGemm:
+        out.push_back(gemm(f.name + "-dgrad", f.m, f.k, f.n, e));
+        break;
+      case OpKind::kBatchedGemm:
+        out.push_back(batched_gemm(f.name + "-dgrad-a", f.batch, f.m, f.k, f.n, e));
+        out.push_back(batched_gemm(f.name + "-dgrad-b", f.batch, f.k, f.n, f.m, e));
+        break;
+      case OpKind::kElementwise:
+        out.push_back(elementwise(f.name + "-backward", f.m, it->backward_bytes));
+        break;
+    }
+  }
+  return out;
+}
+
+// W: dB = Aᵀ·dC for each weight GEMM, in backward (reverse) order.
+std::vector<OpCost> weight_grads_of(const std::vector<ForwardOp>& ops, double e) {
+  std::vector<OpCost> out;
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
+    const OpCost& f = it->op;
+    if (f.kind == OpKind::kGemm) out.push_back(gemm(f.name + "-wgrad", f.k, f.n, f.m, e));
+  }
+  return out;
+}
+
+std::vector<OpCost> concat(std::vector<OpCost> a, const std::vector<OpCost>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// F, I, W or B of a forward list (kRecompute is the caller's business).
+std::vector<OpCost> phase_of(const std::vector<ForwardOp>& ops, ComputePhase phase, double e) {
+  switch (phase) {
+    case ComputePhase::kForward:
+      return forward_of(ops);
+    case ComputePhase::kBackwardInput:
+      return input_grads_of(ops, e);
+    case ComputePhase::kBackwardWeight:
+      return weight_grads_of(ops, e);
+    case ComputePhase::kBackward:
+      return concat(input_grads_of(ops, e), weight_grads_of(ops, e));
+    case ComputePhase::kRecompute:
+      break;
+  }
+  return {};
+}
+
+std::vector<ForwardOp> head_forward(const ModelSpec& model, const LayerShape& shape) {
+  const Dims d = dims_of(model, shape);
+  const std::int64_t vocab_local = shard(model.vocab, d.t);
+  return {ew("final-norm", d.tokens_sp * d.h, 2 * d.e, 3 * d.e),
+          {gemm("lm-head", d.tokens, vocab_local, d.h, d.e)},
+          ew("cross-entropy", d.tokens * vocab_local, d.e + kFp32Bytes, kFp32Bytes + d.e)};
+}
+
+double sum_flops(const std::vector<OpCost>& ops) {
+  double flops = 0;
+  for (const OpCost& op : ops) flops += op.flops;
+  return flops;
+}
+
+}  // namespace
+
+std::string_view to_string(OpKind kind) noexcept { return detail::name_of(kOpKindNames, kind); }
+
+std::string OpCost::profile_key() const {
+  const std::string mnk = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+  switch (kind) {
+    case OpKind::kGemm:
+      return "gemm:" + mnk;
+    case OpKind::kBatchedGemm:
+      return "batched-gemm:" + std::to_string(batch) + "x" + mnk;
+    case OpKind::kElementwise:
+      break;
+  }
+  return "elementwise:" + name + ":" + std::to_string(m);
+}
+
+std::vector<OpCost> layer_ops(const ModelSpec& model, const LayerShape& shape, ComputePhase phase,
+                              Recompute recompute) {
+  if (phase != ComputePhase::kRecompute) {
+    return phase_of(layer_forward(model, shape), phase, element_bytes(model.dtype));
+  }
+  switch (recompute) {
+    case Recompute::kNone:
+      return {};
+    case Recompute::kSelective: {
+      std::vector<ForwardOp> core;
+      add_attention_core(core, dims_of(model, shape));
+      return forward_of(core);
+    }
+    case Recompute::kFull:
+      return forward_of(layer_forward(model, shape));
+  }
+  return {};
+}
+
+std::vector<OpCost> embedding_ops(const ModelSpec& model, const LayerShape& shape,
+                                  ComputePhase phase) {
+  const Dims d = dims_of(model, shape);
+  std::vector<OpCost> forward = {elementwise("embedding", d.tokens_sp * d.h, 2 * d.e)};
+  if (d.mask > 0) {
+    forward.push_back(elementwise("embedding-dropout", d.tokens_sp * d.h, 2 * d.e + d.mask));
+  }
+  // The lookup has no activation gradient; its weight gradient is a scatter-add of the output
+  // gradients into the table rows (read gradient, read and write the row).
+  const std::vector<OpCost> weight = {elementwise("embedding-wgrad", d.tokens * d.h, 3 * d.e)};
+  switch (phase) {
+    case ComputePhase::kForward:
+      return forward;
+    case ComputePhase::kBackwardWeight:
+    case ComputePhase::kBackward:
+      return weight;
+    case ComputePhase::kBackwardInput:
+    case ComputePhase::kRecompute:
+      break;
+  }
+  return {};
+}
+
+std::vector<OpCost> head_ops(const ModelSpec& model, const LayerShape& shape, ComputePhase phase) {
+  return phase_of(head_forward(model, shape), phase, element_bytes(model.dtype));
+}
+
+std::vector<OpCost> optimizer_ops(std::int64_t parameters, Precision model_dtype) {
+  const double e = element_bytes(model_dtype);
+  // An fp32 model has no separate low-precision copy to write.
+  const double per_parameter = e < kFp32Bytes ? kAdamFp32Bytes + e : kAdamFp32Bytes;
+  return {elementwise("adam", parameters, per_parameter)};
+}
+
+ComputeModel::ComputeModel(HardwareSpec hardware, Precision dtype, const CostProfile* profile)
+    : hardware_(std::move(hardware)), dtype_(dtype), peak_flops_(0), profile_(profile) {
+  const std::optional<double> peak = hardware_.gpu.peak(dtype_);
+  if (!peak) {
+    throw InvalidConfig("hardware \"" + hardware_.name + "\": GPU \"" + hardware_.gpu.name +
+                        "\" has no peak_flops for dtype \"" + std::string(to_string(dtype_)) +
+                        "\"");
+  }
+  peak_flops_ = *peak;
+}
+
+double ComputeModel::gemm_efficiency(const OpCost& op) const {
+  if (op.kind == OpKind::kElementwise) return 1.0;
+  const GpuSpec& gpu = hardware_.gpu;
+  if (gpu.sm_count == 0 || op.m <= 0 || op.n <= 0) return gpu.gemm_efficiency;
+  // Tile quantization: partial edge tiles cost as much as full ones.
+  const std::int64_t tiles_m = ceil_div(op.m, kTile);
+  const std::int64_t tiles_n = ceil_div(op.n, kTile);
+  const double tile_util =
+      (double(op.m) * double(op.n)) / (double(tiles_m * kTile) * double(tiles_n * kTile));
+  // Wave quantization: each SM runs one tile at a time, so a partial last wave idles SMs.
+  const std::int64_t tiles = op.batch * tiles_m * tiles_n;
+  const std::int64_t waves = ceil_div(tiles, gpu.sm_count);
+  const double wave_util = double(tiles) / (double(waves) * double(gpu.sm_count));
+  return gpu.gemm_efficiency * tile_util * wave_util;
+}
+
+double ComputeModel::op_time(const OpCost& op) const {
+  if (profile_ != nullptr) {
+    if (const std::optional<double> measured = profile_->compute(op.profile_key(), dtype_)) {
+      return *measured;
+    }
+  }
+  const GpuSpec& gpu = hardware_.gpu;
+  const double compute = op.flops > 0 ? op.flops / (peak_flops_ * gemm_efficiency(op)) : 0.0;
+  const double memory = op.bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
+  return std::max(compute, memory);
+}
+
+PhaseCost ComputeModel::cost(std::span<const OpCost> ops) const {
+  PhaseCost total;
+  for (const OpCost& op : ops) {
+    total.flops += op.flops;
+    total.bytes += op.bytes;
+    total.seconds += op_time(op);
+  }
+  return total;
+}
+
+LayerPhaseCosts layer_phase_costs(const ModelSpec& model, const LayerShape& shape,
+                                  Recompute recompute, const ComputeModel& compute) {
+  LayerPhaseCosts out;
+  out.forward = compute.cost(layer_ops(model, shape, ComputePhase::kForward));
+  out.backward_input = compute.cost(layer_ops(model, shape, ComputePhase::kBackwardInput));
+  out.backward_weight = compute.cost(layer_ops(model, shape, ComputePhase::kBackwardWeight));
+  out.backward = {.flops = out.backward_input.flops + out.backward_weight.flops,
+                  .bytes = out.backward_input.bytes + out.backward_weight.bytes,
+                  .seconds = out.backward_input.seconds + out.backward_weight.seconds};
+  out.recompute = compute.cost(layer_ops(model, shape, ComputePhase::kRecompute, recompute));
+  return out;
+}
+
+double iteration_flops(const ModelSpec& model, const ParallelSpec& spec, bool with_recompute) {
+  const std::optional<std::int64_t> microbatches = spec.microbatches();
+  if (!microbatches) {
+    throw InvalidConfig(
+        "iteration_flops: the number of microbatches is unknown; expected num_microbatches, or "
+        "global_batch divisible by microbatch_size * dp");
+  }
+  const LayerShape shape = layer_shape(model, spec);
+  const auto flops = [&](ComputePhase phase) {
+    return sum_flops(layer_ops(model, shape, phase, spec.recompute));
+  };
+  double layer = flops(ComputePhase::kForward) + flops(ComputePhase::kBackwardInput) +
+                 flops(ComputePhase::kBackwardWeight);
+  if (with_recompute) layer += flops(ComputePhase::kRecompute);
+  const double head = sum_flops(head_ops(model, shape, ComputePhase::kForward)) +
+                      sum_flops(head_ops(model, shape, ComputePhase::kBackwardInput)) +
+                      sum_flops(head_ops(model, shape, ComputePhase::kBackwardWeight));
+  // Each rank of a tp·cp group computes its share of the same microbatch's layer.
+  const double replicas = double(spec.tp * spec.cp) * double(*microbatches) * double(spec.dp);
+  return (double(model.layers) * layer + head) * replicas;
+}
+
+}  // namespace metron::models

@@ -1,0 +1,248 @@
+// ParallelSpec: names of its enums, the number of microbatches, validation against a model, and
+// the JSON form (Note [parallel JSON]).
+
+#include "metron/models/parallel_spec.h"
+
+#include <initializer_list>
+#include <vector>
+
+#include "json_reading.h"
+#include "spec_checks.h"
+
+namespace metron::models {
+namespace {
+
+using detail::check_divisible;
+using detail::check_positive;
+using detail::Json;
+using detail::ObjectReader;
+using detail::read_bool;
+using detail::read_enum;
+using detail::read_positive_integer;
+
+constexpr detail::EnumNames<Recompute, 3> kRecomputeNames{
+    {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
+
+struct Factor {
+  std::string name;
+  std::int64_t value = 0;
+};
+
+/// A product of sizes as messages show it: "tp (8)" for one factor, "pp·vp (16·4 = 64)" for
+/// several, so that the user sees which keys multiply to the divisor.
+struct Product {
+  std::string text;
+  std::optional<std::int64_t> value;  ///< nullopt when a factor is not positive or it overflows
+};
+
+Product product(std::initializer_list<Factor> factors) {
+  std::string names;
+  std::string values;
+  std::optional<std::int64_t> total = 1;
+  for (const Factor& f : factors) {
+    names += (names.empty() ? "" : "·") + f.name;
+    values += (values.empty() ? "" : "·") + std::to_string(f.value);
+    std::int64_t next = 0;
+    if (!total || f.value <= 0 || __builtin_mul_overflow(*total, f.value, &next)) {
+      total = std::nullopt;
+    } else {
+      total = next;
+    }
+  }
+  if (factors.size() == 1) return {names + " (" + values + ")", total};
+  return {names + " (" + values + " = " + (total ? std::to_string(*total) : "overflow") + ")",
+          total};
+}
+
+/// "<what> (n) must be divisible by <product>[ <when>]". Skipped when a factor is not positive
+/// (check_positive reports that); an overflowing product exceeds any n, so it cannot divide it.
+void check_divisible_by(std::vector<std::string>& problems, const std::string& what, std::int64_t n,
+                        std::initializer_list<Factor> factors, const std::string& when = "") {
+  for (const Factor& f : factors) {
+    if (f.value <= 0) return;
+  }
+  const Product by = product(factors);
+  if (n <= 0 || (by.value && n % *by.value == 0)) return;
+  problems.push_back(what + " (" + std::to_string(n) + ") must be divisible by " + by.text +
+                     (when.empty() ? "" : " " + when));
+}
+
+void check_sizes(std::vector<std::string>& problems, const ParallelSpec& spec) {
+  check_positive(problems, "tp", spec.tp);
+  check_positive(problems, "pp", spec.pp);
+  check_positive(problems, "dp", spec.dp);
+  check_positive(problems, "vp", spec.vp);
+  check_positive(problems, "cp", spec.cp);
+  check_positive(problems, "ep", spec.ep);
+  check_positive(problems, "microbatch_size", spec.microbatch_size);
+  if (spec.global_batch) check_positive(problems, "global_batch", *spec.global_batch);
+  if (spec.num_microbatches) check_positive(problems, "num_microbatches", *spec.num_microbatches);
+  if (spec.seq_len) check_positive(problems, "seq_len", *spec.seq_len);
+}
+
+// Megatron's rules for splitting one replica of the model (megatron/training/arguments.py).
+void check_model_split(std::vector<std::string>& problems, const ParallelSpec& spec,
+                       const ModelSpec& model) {
+  check_divisible_by(problems, "layers", model.layers, {{"pp", spec.pp}, {"vp", spec.vp}});
+  if (spec.vp > 1 && spec.pp == 1) {
+    problems.push_back("vp (" + std::to_string(spec.vp) + ") needs pp > 1 (pp = 1)");
+  }
+  check_divisible(problems, "heads", model.heads, "tp", spec.tp);
+  // kv_heads equal to heads is covered by the heads rule; one message per cause.
+  if (model.num_kv_heads() != model.heads) {
+    check_divisible(problems, "kv_heads", model.num_kv_heads(), "tp", spec.tp);
+  }
+  check_divisible(problems, "ffn_hidden", model.ffn_size(), "tp", spec.tp);
+  const std::int64_t seq = spec.sequence_length(model);
+  // Sequence parallelism splits each context-parallel rank's seq/cp tokens over tp, so with
+  // cp > 1 the sequence must divide by cp·tp (seq 24, cp 4, tp 8 divides by both 8 and 2·cp
+  // but leaves 6 tokens per cp rank for 8 tp ranks).
+  if (spec.sp() && spec.cp > 1) {
+    check_divisible_by(problems, "seq_len", seq, {{"cp", spec.cp}, {"tp", spec.tp}},
+                       "with sequence_parallel");
+  } else if (spec.sp()) {
+    check_divisible_by(problems, "seq_len", seq, {{"tp", spec.tp}}, "with sequence_parallel");
+  }
+  // Context parallelism cuts the sequence into 2·cp chunks, rank i taking chunks i and
+  // 2·cp−1−i, so that causal attention's work is balanced (Megatron's get_batch_on_this_cp_rank).
+  if (spec.cp > 1) {
+    check_divisible_by(problems, "seq_len", seq, {{"2", 2}, {"cp", spec.cp}}, "with cp > 1");
+  }
+}
+
+void check_batch(std::vector<std::string>& problems, const ParallelSpec& spec) {
+  if (!spec.global_batch && !spec.num_microbatches) {
+    problems.push_back("global_batch or num_microbatches must be set");
+    return;
+  }
+  if (!spec.global_batch || *spec.global_batch <= 0) return;
+  const std::size_t before = problems.size();
+  const std::initializer_list<Factor> per_step = {{"microbatch_size", spec.microbatch_size},
+                                                  {"dp", spec.dp}};
+  check_divisible_by(problems, "global_batch", *spec.global_batch, per_step);
+  const Product step = product(per_step);
+  if (problems.size() != before || !step.value || !spec.num_microbatches) return;
+  const std::int64_t implied = *spec.global_batch / *step.value;
+  if (*spec.num_microbatches > 0 && *spec.num_microbatches != implied) {
+    problems.push_back("num_microbatches (" + std::to_string(*spec.num_microbatches) +
+                       ") must equal global_batch / (microbatch_size·dp) (" +
+                       std::to_string(*spec.global_batch) + " / (" +
+                       std::to_string(spec.microbatch_size) + "·" + std::to_string(spec.dp) +
+                       ") = " + std::to_string(implied) + ")");
+  }
+}
+
+// Megatron carves the expert-parallel ranks out of the dp·cp ranks of one tp/pp position.
+void check_experts(std::vector<std::string>& problems, const ParallelSpec& spec,
+                   const ModelSpec& model) {
+  if (spec.ep > 1 && !model.moe) {
+    problems.push_back("ep (" + std::to_string(spec.ep) +
+                       ") needs a mixture-of-experts model (\"moe\" in the model)");
+  }
+  if (model.moe) check_divisible(problems, "moe.experts", model.moe->experts, "ep", spec.ep);
+  if (spec.ep > 1) {
+    const Product dp_cp = product({{"dp", spec.dp}, {"cp", spec.cp}});
+    if (dp_cp.value && *dp_cp.value % spec.ep != 0) {
+      problems.push_back(dp_cp.text + " must be divisible by ep (" + std::to_string(spec.ep) + ")");
+    }
+  }
+}
+
+void check_gpus(std::vector<std::string>& problems, const ParallelSpec& spec, std::int64_t gpus) {
+  const Product needed =
+      product({{"tp", spec.tp}, {"pp", spec.pp}, {"dp", spec.dp}, {"cp", spec.cp}});
+  if (!needed.value || *needed.value != gpus) {
+    problems.push_back("gpus (" + std::to_string(gpus) + ") must equal " + needed.text);
+  }
+}
+
+void read_size(ObjectReader& in, std::string_view key, std::int64_t& out) {
+  if (const Json* v = in.find(key)) out = read_positive_integer(*v, in.path_of(key));
+}
+
+// null is how to_json writes an unset optional, so it reads back as unset.
+void read_optional_size(ObjectReader& in, std::string_view key, std::optional<std::int64_t>& out) {
+  const Json* v = in.find(key);
+  if (v == nullptr || v->is_null()) return;
+  out = read_positive_integer(*v, in.path_of(key));
+}
+
+ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
+  ObjectReader in(root, "", diagnostics);
+  ParallelSpec spec;
+  read_size(in, "tp", spec.tp);
+  read_size(in, "pp", spec.pp);
+  read_size(in, "dp", spec.dp);
+  read_size(in, "vp", spec.vp);
+  read_size(in, "cp", spec.cp);
+  read_size(in, "ep", spec.ep);
+  if (const Json* v = in.find("sequence_parallel")) {
+    spec.sequence_parallel = read_bool(*v, "sequence_parallel");
+  }
+  read_size(in, "microbatch_size", spec.microbatch_size);
+  read_optional_size(in, "global_batch", spec.global_batch);
+  read_optional_size(in, "num_microbatches", spec.num_microbatches);
+  read_optional_size(in, "seq_len", spec.seq_len);
+  if (const Json* v = in.find("recompute")) {
+    spec.recompute = read_enum(kRecomputeNames, *v, "recompute");
+  }
+  in.finish();
+  return spec;
+}
+
+Json optional_json(const std::optional<std::int64_t>& value) {
+  return value ? Json(*value) : Json(nullptr);
+}
+
+}  // namespace
+
+std::string_view to_string(Recompute recompute) noexcept {
+  return detail::name_of(kRecomputeNames, recompute);
+}
+
+std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
+  return detail::parse_name(kRecomputeNames, name);
+}
+
+std::optional<std::int64_t> ParallelSpec::microbatches() const {
+  if (num_microbatches) return num_microbatches;
+  const std::int64_t per_step = microbatch_size * dp;
+  if (!global_batch || per_step <= 0 || *global_batch % per_step != 0) return std::nullopt;
+  return *global_batch / per_step;
+}
+
+void validate(const ParallelSpec& spec, const ModelSpec& model, std::optional<std::int64_t> gpus) {
+  std::vector<std::string> problems;
+  check_sizes(problems, spec);
+  check_model_split(problems, spec, model);
+  check_batch(problems, spec);
+  check_experts(problems, spec, model);
+  if (gpus) check_gpus(problems, spec, *gpus);
+  detail::throw_if_problems("invalid parallel configuration for model \"" + model.name + "\"",
+                            problems);
+}
+
+std::string to_json(const ParallelSpec& spec) {
+  Json out;
+  out["tp"] = spec.tp;
+  out["pp"] = spec.pp;
+  out["dp"] = spec.dp;
+  out["vp"] = spec.vp;
+  out["cp"] = spec.cp;
+  out["ep"] = spec.ep;
+  out["sequence_parallel"] = spec.sequence_parallel;
+  out["microbatch_size"] = spec.microbatch_size;
+  out["global_batch"] = optional_json(spec.global_batch);
+  out["num_microbatches"] = optional_json(spec.num_microbatches);
+  out["seq_len"] = optional_json(spec.seq_len);
+  out["recompute"] = to_string(spec.recompute);
+  return detail::dump_line(out, "parallel configuration");
+}
+
+ParallelSpec parallel_from_json(std::string_view text, const std::string& source,
+                                Diagnostics* diagnostics) {
+  return detail::read_document(text, source,
+                               [&](const Json& root) { return read_spec(root, diagnostics); });
+}
+
+}  // namespace metron::models

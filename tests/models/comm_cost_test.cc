@@ -1,0 +1,291 @@
+#include "metron/models/comm_cost.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "metron/base/error.h"
+#include "metron/models/hardware_presets.h"
+
+namespace metron::models {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+// Round numbers for one level: α = 1 µs, β = 100 GB/s, S = 1 GiB.
+constexpr Link kLink{.latency = 1e-6, .bandwidth = 1e11};
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+
+// dgx-h100's fabrics (hardware_presets.cc): NVLink α = 1 µs, β = 450 GB/s; one 400 Gb/s NIC per
+// GPU, α = 5 µs, β = 50 GB/s.
+constexpr double kIntraAlpha = 1e-6;
+constexpr double kIntraBeta = 450e9;
+constexpr double kInterAlpha = 5e-6;
+constexpr double kInterBeta = 50e9;
+
+CommModel h100(const CostProfile* profile = nullptr,
+               CommAlgorithm algorithm = CommAlgorithm::kAuto) {
+  return CommModel(hardware_preset("dgx-h100"), profile, algorithm);
+}
+
+TEST(CommAlgorithm, NamesRoundTrip) {
+  for (CommAlgorithm a : {CommAlgorithm::kAuto, CommAlgorithm::kRing, CommAlgorithm::kTree}) {
+    EXPECT_EQ(parse_comm_algorithm(to_string(a)), a);
+  }
+  EXPECT_EQ(to_string(CommAlgorithm::kAuto), "auto");
+  EXPECT_EQ(to_string(CommAlgorithm::kRing), "ring");
+  EXPECT_EQ(to_string(CommAlgorithm::kTree), "tree");
+  EXPECT_EQ(parse_comm_algorithm("Ring"), std::nullopt);
+}
+
+TEST(FlatCollective, RingAllReduceIsTwoPassesOverTheRing) {
+  // 2·(8−1)·α + 2·(8−1)/8 · S/β
+  EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kAllReduce, kGiB, 8, kLink, CommAlgorithm::kRing),
+                   2 * 7 * 1e-6 + 2.0 * 7 / 8 * double(kGiB) / 1e11);
+}
+
+TEST(FlatCollective, RingReduceScatterAllGatherAndAllToAllAreOnePass) {
+  // (8−1)·α + (8−1)/8 · S/β for each
+  const double expected = 7 * 1e-6 + 7.0 / 8 * double(kGiB) / 1e11;
+  for (CommOp op : {CommOp::kReduceScatter, CommOp::kAllGather, CommOp::kAllToAll}) {
+    EXPECT_DOUBLE_EQ(flat_collective_time(op, kGiB, 8, kLink, CommAlgorithm::kRing), expected)
+        << to_string(op);
+  }
+}
+
+TEST(FlatCollective, BroadcastAndReduceArePipelinedChains) {
+  // (8−1)·α + S/β: the whole buffer crosses each link once
+  const double expected = 7 * 1e-6 + double(kGiB) / 1e11;
+  EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kBroadcast, kGiB, 8, kLink), expected);
+  EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kReduce, kGiB, 8, kLink), expected);
+}
+
+TEST(FlatCollective, TreeAllReduceTakesLogDepthLatency) {
+  // 2·⌈log₂ 8⌉·α + 2·S/β = 2·3·α + 2·S/β
+  EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kAllReduce, kGiB, 8, kLink, CommAlgorithm::kTree),
+                   2 * 3 * 1e-6 + 2 * double(kGiB) / 1e11);
+  // ⌈log₂ 5⌉ = 3 as well; ⌈log₂ 2⌉ = 1
+  EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kAllReduce, kGiB, 5, kLink, CommAlgorithm::kTree),
+                   2 * 3 * 1e-6 + 2 * double(kGiB) / 1e11);
+  EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kAllReduce, kGiB, 2, kLink, CommAlgorithm::kTree),
+                   2 * 1 * 1e-6 + 2 * double(kGiB) / 1e11);
+}
+
+TEST(FlatCollective, TreeIsOnlyForAllReduce) {
+  // Asking for a tree reduce-scatter still gets the ring: 7·α + 7/8 · S/β
+  EXPECT_DOUBLE_EQ(
+      flat_collective_time(CommOp::kReduceScatter, kGiB, 8, kLink, CommAlgorithm::kTree),
+      7 * 1e-6 + 7.0 / 8 * double(kGiB) / 1e11);
+}
+
+// At n = 8, tree beats ring when 6α + 2S/β < 14α + 1.75·S/β, i.e. 0.25·S/β < 8α,
+// i.e. S < 32·α·β = 32 · 1e-6 · 1e11 = 3.2e6 bytes.
+TEST(FlatCollective, AutoPicksTreeBelowTheCrossoverAndRingAbove) {
+  const auto ring = [](double s) { return 14 * 1e-6 + 1.75 * s / 1e11; };
+  const auto tree = [](double s) { return 6 * 1e-6 + 2 * s / 1e11; };
+  for (std::int64_t s : {std::int64_t{1024}, std::int64_t{3'199'999}}) {
+    EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kAllReduce, s, 8, kLink), tree(double(s))) << s;
+  }
+  for (std::int64_t s : {std::int64_t{3'200'001}, kGiB}) {
+    EXPECT_DOUBLE_EQ(flat_collective_time(CommOp::kAllReduce, s, 8, kLink), ring(double(s))) << s;
+  }
+}
+
+TEST(FlatCollective, OneRankOrNoBytesCostsNothing) {
+  EXPECT_EQ(flat_collective_time(CommOp::kAllReduce, kGiB, 1, kLink), 0.0);
+  EXPECT_EQ(flat_collective_time(CommOp::kAllToAll, 0, 8, kLink), 0.0);
+}
+
+TEST(FlatCollective, RejectsNegativeBytesAndBadLinks) {
+  EXPECT_THAT([] { flat_collective_time(CommOp::kAllGather, -1, 8, kLink); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("collective all-gather: bytes: expected an integer >= 0, got -1")));
+  EXPECT_THAT([] { flat_collective_time(CommOp::kAllGather, 1, 0, kLink); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("ranks: expected a positive integer, got 0")));
+  EXPECT_THAT(
+      [] { flat_collective_time(CommOp::kAllGather, 1, 2, Link{.latency = 0, .bandwidth = 0}); },
+      ThrowsMessage<InvalidConfig>(HasSubstr("link.bandwidth: expected a positive number")));
+}
+
+// The flat one-level formulas of Note [collective costs], written out again for the
+// hierarchical tests (ring; all-reduce's across phase below is large enough that auto picks it).
+double ring_one_pass(double n, double s, double alpha, double beta) {
+  return (n - 1) * alpha + (n - 1) / n * s / beta;
+}
+double chain(double n, double s, double alpha, double beta) { return (n - 1) * alpha + s / beta; }
+
+// DP group of 64 ranks on 8 nodes, 8 per node, S = 1 GiB.
+constexpr GroupPlacement kDp64{.ranks = 64, .nodes = 8};
+constexpr double kS = double(kGiB);
+// The across phases of all-reduce, reduce-scatter and all-gather carry S / r = 2^30 / 8 bytes.
+constexpr double kShard = kS / 8;
+
+TEST(HierarchicalCollective, AllReduceIsReduceScatterAllReduceAllGather) {
+  // Across: all-reduce of S/8 = 1.34e8 bytes on 8 nodes. Tree wins only below
+  // 32·α·β = 32 · 5e-6 · 50e9 = 8e6 bytes, so auto takes the ring: 2·7·α + 2·7/8 · (S/8)/β.
+  const double inside = ring_one_pass(8, kS, kIntraAlpha, kIntraBeta);
+  const double across = 2 * 7 * kInterAlpha + 2.0 * 7 / 8 * kShard / kInterBeta;
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllReduce, kGiB, kDp64),
+                   inside + across + inside);
+
+  const std::vector<CommPhase> phases = h100().phases(CommOp::kAllReduce, kGiB, kDp64);
+  ASSERT_EQ(phases.size(), 3U);
+  EXPECT_EQ(phases[0].op, CommOp::kReduceScatter);
+  EXPECT_EQ(phases[0].ranks, 8);
+  EXPECT_EQ(phases[0].bytes, kGiB);
+  EXPECT_FALSE(phases[0].inter_node);
+  EXPECT_EQ(phases[1].op, CommOp::kAllReduce);
+  EXPECT_EQ(phases[1].ranks, 8);
+  EXPECT_EQ(phases[1].bytes, kGiB / 8);
+  EXPECT_TRUE(phases[1].inter_node);
+  EXPECT_EQ(phases[2].op, CommOp::kAllGather);
+  EXPECT_FALSE(phases[2].inter_node);
+}
+
+TEST(HierarchicalCollective, ReduceScatterAndAllGatherAreTwoOnePassPhases) {
+  // inside (8, S) + across (8, S/8), each (n−1)·α + (n−1)/n · S/β
+  const double expected = ring_one_pass(8, kS, kIntraAlpha, kIntraBeta) +
+                          ring_one_pass(8, kShard, kInterAlpha, kInterBeta);
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kReduceScatter, kGiB, kDp64), expected);
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllGather, kGiB, kDp64), expected);
+  EXPECT_TRUE(h100().phases(CommOp::kAllGather, kGiB, kDp64).front().inter_node);
+  EXPECT_FALSE(h100().phases(CommOp::kReduceScatter, kGiB, kDp64).front().inter_node);
+}
+
+TEST(HierarchicalCollective, BroadcastAndReduceChainAcrossAndInside) {
+  // across (8, S) + inside (8, S), each (n−1)·α + S/β
+  const double expected =
+      chain(8, kS, kInterAlpha, kInterBeta) + chain(8, kS, kIntraAlpha, kIntraBeta);
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kBroadcast, kGiB, kDp64), expected);
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kReduce, kGiB, kDp64), expected);
+  EXPECT_TRUE(h100().phases(CommOp::kBroadcast, kGiB, kDp64).front().inter_node);
+  EXPECT_FALSE(h100().phases(CommOp::kReduce, kGiB, kDp64).front().inter_node);
+}
+
+TEST(HierarchicalCollective, AllToAllSplitsTheTrafficByWhereThePeerSits) {
+  // n = 64, r = 8, N = 8. Inside: (r−1)·α + (r−1)/n · S/β = 7·α + 7/64 · S/β (NVLink).
+  // Across: (N−1)·α + (n−r)/n · S/β = 7·α + 56/64 · S/β (NIC).
+  const double expected =
+      7 * kIntraAlpha + 7.0 / 64 * kS / kIntraBeta + 7 * kInterAlpha + 56.0 / 64 * kS / kInterBeta;
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllToAll, kGiB, kDp64), expected);
+}
+
+TEST(HierarchicalCollective, OneRankPerNodeLeavesOnlyTheAcrossPhase) {
+  // DP of 8 with tp = 8: one rank on each of 8 nodes, so the whole ring runs over the NICs:
+  // 2·7·α + 2·7/8 · S/β (ring: 1 GiB is far above the 8e6-byte crossover)
+  const GroupPlacement group{.ranks = 8, .nodes = 8};
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllReduce, kGiB, group),
+                   2 * 7 * kInterAlpha + 2.0 * 7 / 8 * kS / kInterBeta);
+  const std::vector<CommPhase> phases = h100().phases(CommOp::kReduceScatter, kGiB, group);
+  ASSERT_EQ(phases.size(), 1U);
+  EXPECT_TRUE(phases[0].inter_node);
+  EXPECT_DOUBLE_EQ(phases[0].seconds, ring_one_pass(8, kS, kInterAlpha, kInterBeta));
+}
+
+TEST(HierarchicalCollective, OneNodeUsesOnlyNvlink) {
+  // TP of 8 in one node: 7·α + S/β on NVLink
+  const GroupPlacement group{.ranks = 8, .nodes = 1};
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kBroadcast, kGiB, group),
+                   chain(8, kS, kIntraAlpha, kIntraBeta));
+  EXPECT_FALSE(h100().phases(CommOp::kBroadcast, kGiB, group).at(0).inter_node);
+}
+
+TEST(HierarchicalCollective, OneRankOrNoBytesHasNoPhases) {
+  EXPECT_TRUE(h100().phases(CommOp::kAllReduce, kGiB, {.ranks = 1, .nodes = 1}).empty());
+  EXPECT_TRUE(h100().phases(CommOp::kAllReduce, 0, kDp64).empty());
+  EXPECT_EQ(h100().collective_time(CommOp::kAllReduce, 0, kDp64), 0.0);
+}
+
+TEST(HierarchicalCollective, UnevenGroupUsesRanksPerNodeRoundedDown) {
+  // 12 ranks on 8 nodes: ranks_per_node() = 1, so priced as a ring of 8 over the NICs.
+  EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllGather, kGiB, {.ranks = 12, .nodes = 8}),
+                   ring_one_pass(8, kS, kInterAlpha, kInterBeta));
+}
+
+TEST(HierarchicalCollective, RejectsMoreNodesThanRanks) {
+  EXPECT_THAT([] { (void)h100().collective_time(CommOp::kAllReduce, 1, {.ranks = 2, .nodes = 4}); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("collective all-reduce: nodes: expected at most ranks (2), got 4")));
+}
+
+TEST(CommModel, AlgorithmAppliesToTheAllReducePhases) {
+  // Forcing trees on one node: 2·⌈log₂ 8⌉·α + 2·S/β
+  EXPECT_DOUBLE_EQ(h100(nullptr, CommAlgorithm::kTree)
+                       .collective_time(CommOp::kAllReduce, kGiB, {.ranks = 8, .nodes = 1}),
+                   2 * 3 * kIntraAlpha + 2 * kS / kIntraBeta);
+}
+
+TEST(CommModel, RejectsHardwareWithoutBandwidth) {
+  HardwareSpec hw = hardware_preset("dgx-h100");
+  hw.inter_node.bandwidth = 0;
+  EXPECT_THAT([&] { CommModel model(hw); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "invalid hardware \"dgx-h100\": inter_node.bandwidth: expected a positive")));
+}
+
+TEST(P2p, IsLatencyPlusBytesOverBandwidthOnEachFabric) {
+  // α + S/β
+  EXPECT_DOUBLE_EQ(h100().p2p_time(kMiB, true), kIntraAlpha + double(kMiB) / kIntraBeta);
+  EXPECT_DOUBLE_EQ(h100().p2p_time(kMiB, false), kInterAlpha + double(kMiB) / kInterBeta);
+  EXPECT_EQ(h100().p2p_time(0, false), 0.0);
+  EXPECT_THAT([] { (void)h100().p2p_time(-5, true); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("p2p: bytes: expected an integer >= 0")));
+}
+
+TEST(CommModel, ProfileOverridesExactlyItsEntries) {
+  CostProfile profile;
+  const GroupPlacement node8{.ranks = 8, .nodes = 1};
+  profile.set_collective(CommOp::kAllReduce, node8, kMiB, 0.5e-3);
+  profile.set_p2p(kMiB, true, 0.25e-3);
+  const CommModel model = h100(&profile);
+
+  EXPECT_EQ(model.collective_time(CommOp::kAllReduce, kMiB, node8), 0.5e-3);
+  // 2 MiB on NVLink: below the crossover 32·α·β = 32 · 1e-6 · 450e9 = 1.44e7 bytes, so a tree:
+  // 2·3·α + 2·S/β
+  EXPECT_DOUBLE_EQ(model.collective_time(CommOp::kAllReduce, 2 * kMiB, node8),
+                   6 * kIntraAlpha + 2 * 2.0 * double(kMiB) / kIntraBeta);
+  // Reduce-scatter of 1 MiB: 7·α + 7/8 · S/β
+  EXPECT_DOUBLE_EQ(model.collective_time(CommOp::kReduceScatter, kMiB, node8),
+                   ring_one_pass(8, double(kMiB), kIntraAlpha, kIntraBeta));
+  // 16 ranks on 2 nodes: RS inside (8, S) + AR across (2, S/8) + AG inside (8, S). Across, ring
+  // and tree have the same latency 2·α at n = 2 and the ring moves half the bytes: 2·α + S/8/β.
+  const double inside = ring_one_pass(8, double(kMiB), kIntraAlpha, kIntraBeta);
+  EXPECT_DOUBLE_EQ(model.collective_time(CommOp::kAllReduce, kMiB, {.ranks = 16, .nodes = 2}),
+                   inside + (2 * kInterAlpha + double(kMiB) / 8 / kInterBeta) + inside);
+
+  EXPECT_EQ(model.p2p_time(kMiB, true), 0.25e-3);
+  EXPECT_DOUBLE_EQ(model.p2p_time(kMiB, false), kInterAlpha + double(kMiB) / kInterBeta);
+  EXPECT_DOUBLE_EQ(model.p2p_time(2 * kMiB, true), kIntraAlpha + 2.0 * double(kMiB) / kIntraBeta);
+}
+
+TEST(BusBandwidth, UsesNcclTestsFactors) {
+  // algbw = 8e9 bytes / 2 s = 4e9 B/s
+  EXPECT_DOUBLE_EQ(bus_bandwidth(CommOp::kAllReduce, 8'000'000'000, 8, 2.0), 4e9 * 2 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(CommOp::kReduceScatter, 8'000'000'000, 8, 2.0), 4e9 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(CommOp::kAllGather, 8'000'000'000, 8, 2.0), 4e9 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(CommOp::kAllToAll, 8'000'000'000, 8, 2.0), 4e9 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(CommOp::kBroadcast, 8'000'000'000, 8, 2.0), 4e9);
+  EXPECT_DOUBLE_EQ(bus_bandwidth(CommOp::kReduce, 8'000'000'000, 8, 2.0), 4e9);
+  EXPECT_EQ(bus_bandwidth(CommOp::kReduce, 0, 8, 0.0), 0.0);
+  EXPECT_THAT([] { bus_bandwidth(CommOp::kAllReduce, 1, 8, 0.0); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("seconds: expected a positive number")));
+}
+
+// The reason nccl-tests defines busbw: with no latency, a ring's busbw is the link bandwidth
+// whatever the rank count.
+TEST(BusBandwidth, FlatRingWithoutLatencyRunsAtLinkBandwidth) {
+  const Link link{.latency = 0, .bandwidth = 1e11};
+  for (std::int64_t n : {2, 3, 8, 64}) {
+    for (CommOp op : {CommOp::kAllReduce, CommOp::kReduceScatter, CommOp::kAllGather,
+                      CommOp::kBroadcast, CommOp::kAllToAll}) {
+      const double t = flat_collective_time(op, kGiB, n, link, CommAlgorithm::kRing);
+      EXPECT_DOUBLE_EQ(bus_bandwidth(op, kGiB, n, t), 1e11) << to_string(op) << " n=" << n;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace metron::models

@@ -1,0 +1,371 @@
+#include "metron/models/memory_model.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "metron/base/error.h"
+#include "metron/models/model_presets.h"
+#include "metron/models/parameter_count.h"
+#include "support/tiny_models.h"
+
+namespace metron::models {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+// tiny_gelu(4) holds 4 layers of 872 parameters (tests/support/tiny_models.h).
+ModelSpec tiny_gelu() { return testing::tiny_gelu(4); }
+using testing::tiny_swiglu;
+
+// tiny_swiglu with 4 experts of width 6, top 2: an expert holds 3·8·6 = 144, the router 8·4 = 32.
+ModelSpec tiny_moe() {
+  ModelSpec spec = tiny_swiglu();
+  spec.name = "tiny-moe";
+  spec.moe = MoeSpec{.experts = 4, .top_k = 2, .ffn_hidden = 6};
+  return spec;
+}
+
+// A gelu model whose Korthikanti terms are whole numbers: h = 16, a = 4, ffn = 64.
+ModelSpec small_gelu() {
+  return {.name = "small-gelu", .layers = 2, .hidden = 16, .heads = 4, .vocab = 32, .seq_len = 8};
+}
+
+LayerShape shape(std::int64_t b, std::int64_t s, std::int64_t t, bool sp = false,
+                 std::int64_t cp = 1) {
+  return {.batch = b, .seq = s, .tp = t, .cp = cp, .sequence_parallel = sp};
+}
+
+// --- policies and bytes per parameter --------------------------------------------------------
+
+TEST(StatePolicy, NamesRoundTrip) {
+  constexpr std::array kAll{
+      StatePolicy::kDdp,   StatePolicy::kMegatronDdp, StatePolicy::kMegatronDistopt,
+      StatePolicy::kZero1, StatePolicy::kZero2,       StatePolicy::kZero3,
+      StatePolicy::kFsdp};
+  for (StatePolicy policy : kAll) EXPECT_EQ(parse_state_policy(to_string(policy)), policy);
+  EXPECT_EQ(to_string(StatePolicy::kMegatronDistopt), "megatron-distopt");
+  EXPECT_EQ(to_string(StatePolicy::kZero2), "zero2");
+}
+
+TEST(StatePolicy, UnknownNameParsesToNothing) {
+  EXPECT_EQ(parse_state_policy("zero4"), std::nullopt);
+  EXPECT_EQ(parse_state_policy("ZeRO1"), std::nullopt);
+  EXPECT_EQ(parse_state_policy(""), std::nullopt);
+}
+
+TEST(StateLayout, MegatronKeepsFp32GradientsForBf16AndAnFp32CopyForFp16) {
+  EXPECT_EQ(state_layout(StatePolicy::kMegatronDdp, Precision::kBf16),
+            (StateLayout{.weight_dtype = Precision::kBf16,
+                         .grad_dtype = Precision::kFp32,
+                         .fp32_grad_copy = false,
+                         .sharding = Sharding::kNone}));
+  EXPECT_EQ(state_layout(StatePolicy::kMegatronDistopt, Precision::kFp16),
+            (StateLayout{.weight_dtype = Precision::kFp16,
+                         .grad_dtype = Precision::kFp16,
+                         .fp32_grad_copy = true,
+                         .sharding = Sharding::kOptimizer}));
+  EXPECT_EQ(state_layout(StatePolicy::kZero2, Precision::kBf16),
+            (StateLayout{.weight_dtype = Precision::kBf16,
+                         .grad_dtype = Precision::kBf16,
+                         .sharding = Sharding::kGradients}));
+  EXPECT_EQ(state_layout(StatePolicy::kFsdp, Precision::kBf16).sharding, Sharding::kWeights);
+}
+
+double total_bytes(StatePolicy policy, Precision dtype, std::int64_t d) {
+  return bytes_per_parameter(state_layout(policy, dtype), d).total();
+}
+
+// Megatron's distributed-optimizer table (bytes per parameter, d data-parallel ranks):
+//   weights/grads   non-distributed   distributed
+//   fp16/fp16       20                4 + 16/d
+//   bf16/fp32       18                6 + 12/d
+//   fp32/fp32       16                8 + 8/d
+TEST(BytesPerParameter, MatchesTheMegatronDistributedOptimizerTable) {
+  for (const std::int64_t d : {1, 8, 64}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    const auto dd = static_cast<double>(d);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kMegatronDdp, Precision::kFp16, d), 20);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kMegatronDistopt, Precision::kFp16, d), 4 + 16 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kMegatronDdp, Precision::kBf16, d), 18);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kMegatronDistopt, Precision::kBf16, d), 6 + 12 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kMegatronDdp, Precision::kFp32, d), 16);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kMegatronDistopt, Precision::kFp32, d), 8 + 8 / dd);
+  }
+}
+
+// The ZeRO paper (Rajbhandari et al. 2020, §5, K = 12) for mixed-precision Adam: 2 + 2 + 12 =
+// 16 bytes; P_os 4 + 12/d, P_os+g 2 + 14/d, P_os+g+p 16/d.
+TEST(BytesPerParameter, MatchesTheZeroPaper) {
+  for (const std::int64_t d : {1, 8, 64}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    const auto dd = static_cast<double>(d);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kDdp, Precision::kBf16, d), 16);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kZero1, Precision::kBf16, d), 4 + 12 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kZero2, Precision::kBf16, d), 2 + 14 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kZero3, Precision::kBf16, d), 16 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kFsdp, Precision::kBf16, d), 16 / dd);
+  }
+}
+
+// ZeRO-2 at d = 8: weights 2, gradients 2/8, optimizer (4 master + 8 moments)/8.
+TEST(BytesPerParameter, SplitsIntoWeightsGradientsAndOptimizer) {
+  const StateBytes bytes =
+      bytes_per_parameter(state_layout(StatePolicy::kZero2, Precision::kBf16), 8);
+  EXPECT_DOUBLE_EQ(bytes.weights, 2);
+  EXPECT_DOUBLE_EQ(bytes.gradients, 0.25);
+  EXPECT_DOUBLE_EQ(bytes.optimizer, 1.5);
+}
+
+TEST(BytesPerParameter, RejectsNonPositiveShards) {
+  EXPECT_THAT(
+      [] { (void)bytes_per_parameter(StateLayout{}, 0); },
+      ThrowsMessage<InvalidConfig>(HasSubstr("shards: expected a positive integer, got 0")));
+}
+
+// --- parameters per rank ---------------------------------------------------------------------
+
+TEST(RankParameters, OneRankHoldsTheWholeModel) {
+  for (const ModelSpec& model : {tiny_gelu(), tiny_swiglu(), model_preset("gpt3-175b"),
+                                 model_preset("llama2-7b"), model_preset("llama2-70b")}) {
+    SCOPED_TRACE(model.name);
+    const RankParameters params = rank_parameters(model, ParallelSpec{}, 0);
+    EXPECT_EQ(params.dense, parameter_count(model));
+    EXPECT_EQ(params.expert, 0);
+  }
+  EXPECT_EQ(rank_parameters(model_preset("llama2-7b"), ParallelSpec{}, 0).dense, 6'738'415'616);
+}
+
+// 4 layers over 4 ranks, one layer (872) each:
+//   first  872 + embedding 112                = 984
+//   middle 872
+//   last   872 + final LayerNorm 16 + head 80 = 968
+TEST(RankParameters, PipelineRanksSplitLayersAndAddEmbeddingsAndHeadAtTheEnds) {
+  const ModelSpec model = tiny_gelu();
+  const ParallelSpec spec{.pp = 4};
+  EXPECT_EQ(rank_parameters(model, spec, 0).dense, 984);
+  EXPECT_EQ(rank_parameters(model, spec, 1).dense, 872);
+  EXPECT_EQ(rank_parameters(model, spec, 2).dense, 872);
+  EXPECT_EQ(rank_parameters(model, spec, 3).dense, 968);
+}
+
+// Tied embeddings: one rank shares the word embeddings with the head: 4·872 + 112 + 16 = 3616.
+// Over two ranks the last keeps its own copy of the 80 word embeddings:
+//   rank 0: 2·872 + 112 = 1856;  rank 1: 2·872 + 16 + 80 = 1840.
+TEST(RankParameters, TiedEmbeddingsAreCopiedToTheLastRankOnlyWhenPipelined) {
+  ModelSpec model = tiny_gelu();
+  model.tied_embeddings = true;
+  EXPECT_EQ(rank_parameters(model, ParallelSpec{}, 0).dense, 3616);
+  const ParallelSpec two{.pp = 2};
+  EXPECT_EQ(rank_parameters(model, two, 0).dense, 1856);
+  EXPECT_EQ(rank_parameters(model, two, 1).dense, 1840);
+}
+
+// tp = 2, tiny gelu model (h 8, QKV out 24, ffn 32):
+//   attention  QKV weight 8·24/2 = 96, QKV bias 24/2 = 12 (column parallel),
+//              output weight 64/2 = 32, output bias 8 (row parallel: replicated)      = 148
+//   mlp        up weight 256/2 = 128, up bias 32/2 = 16 (column parallel),
+//              down weight 256/2 = 128, down bias 8 (row parallel: replicated)       = 280
+//   norms      2 LayerNorms · 16, replicated                                          = 32
+//   layer 460, 4 layers 1840; embedding words 80/2 = 40 + positions 32 (replicated) = 72;
+//   head final LayerNorm 16 + LM head 80/2 = 56; total 1968
+TEST(RankParameters, TensorParallelSplitsMatricesAndColumnBiasesOnly) {
+  EXPECT_EQ(rank_parameters(tiny_gelu(), ParallelSpec{.tp = 2}, 0).dense, 1968);
+}
+
+// ep = 2: each rank holds 2 of the 4 experts; the router (32), attention (192) and norms (16)
+// are dense.
+//   tp 1: dense 2·(192 + 32 + 16) + 80 + 88 = 648, expert 2 layers · 2 · 144 = 576
+//   tp 2: dense 2·(96 + 32 + 16) + 40 + (8 + 40) = 376, expert 2 · 2 · 144/2 = 288
+TEST(RankParameters, ExpertsSplitOverExpertAndTensorParallelRanks) {
+  const ModelSpec model = tiny_moe();
+  const RankParameters ep2 = rank_parameters(model, ParallelSpec{.dp = 2, .ep = 2}, 0);
+  EXPECT_EQ(ep2.dense, 648);
+  EXPECT_EQ(ep2.expert, 576);
+  const RankParameters tp2 = rank_parameters(model, ParallelSpec{.tp = 2, .dp = 2, .ep = 2}, 0);
+  EXPECT_EQ(tp2.dense, 376);
+  EXPECT_EQ(tp2.expert, 288);
+  // Without expert parallelism one rank holds every expert: the whole model, 1800.
+  EXPECT_EQ(rank_parameters(model, ParallelSpec{}, 0).total(), 1800);
+}
+
+TEST(RankParameters, RejectsLayersNotDivisibleByPp) {
+  EXPECT_THAT([] { (void)rank_parameters(tiny_gelu(), ParallelSpec{.pp = 3}, 0); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "parameters of model \"tiny-gelu\": layers (4) must be divisible by pp (3)")));
+}
+
+TEST(RankParameters, RejectsAPipelineRankOutOfRange) {
+  EXPECT_THAT([] { (void)rank_parameters(tiny_gelu(), ParallelSpec{.pp = 4}, 4); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("pipeline_rank: expected 0 <= pipeline_rank < pp (4), got 4")));
+  EXPECT_THAT([] { (void)rank_parameters(tiny_gelu(), ParallelSpec{}, -1); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("pipeline_rank: expected 0 <= pipeline_rank < pp (1), got -1")));
+}
+
+TEST(RankParameters, RejectsHeadsNotDivisibleByTp) {
+  EXPECT_THAT([] { (void)rank_parameters(tiny_gelu(), ParallelSpec{.tp = 4}, 0); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("heads (2) must be divisible by tp (4)")));
+}
+
+// --- state memory ----------------------------------------------------------------------------
+
+// llama2-7b, 6'738'415'616 parameters, megatron-distopt over dp 8: bf16 weights 2 B, fp32
+// gradients 4 B, optimizer (4 + 8)/8 = 1.5 B:
+//   weights    13'476'831'232
+//   gradients  26'953'662'464
+//   optimizer  10'107'623'424
+//   total      50'538'117'120 = 6'738'415'616 · 7.5
+TEST(StateMemory, Llama2DistributedOptimizerByHand) {
+  const StateBytes bytes = state_memory(model_preset("llama2-7b"), ParallelSpec{.dp = 8},
+                                        StatePolicy::kMegatronDistopt, 0);
+  EXPECT_DOUBLE_EQ(bytes.weights, 13'476'831'232.0);
+  EXPECT_DOUBLE_EQ(bytes.gradients, 26'953'662'464.0);
+  EXPECT_DOUBLE_EQ(bytes.optimizer, 10'107'623'424.0);
+  EXPECT_DOUBLE_EQ(bytes.total(), 50'538'117'120.0);
+}
+
+// tiny_moe, ZeRO-1, dp 4, ep 2: dense 648 parameters over 4 shards (2 + 2 + 12/4 = 7 B),
+// experts 576 over 4/2 = 2 shards (2 + 2 + 12/2 = 10 B):
+//   weights 1224·2 = 2448, gradients 2448, optimizer 648·3 + 576·6 = 5400; total 10296
+TEST(StateMemory, ExpertStateIsShardedOverDpCpOverEp) {
+  const StateBytes bytes =
+      state_memory(tiny_moe(), ParallelSpec{.dp = 4, .ep = 2}, StatePolicy::kZero1, 0);
+  EXPECT_DOUBLE_EQ(bytes.weights, 2448);
+  EXPECT_DOUBLE_EQ(bytes.gradients, 2448);
+  EXPECT_DOUBLE_EQ(bytes.optimizer, 5400);
+  EXPECT_DOUBLE_EQ(bytes.total(), 10296);
+}
+
+TEST(StateMemory, RejectsDpCpNotDivisibleByEp) {
+  EXPECT_THAT(
+      [] {
+        (void)state_memory(tiny_moe(), ParallelSpec{.dp = 3, .ep = 2}, StatePolicy::kZero1, 0);
+      },
+      ThrowsMessage<InvalidConfig>(HasSubstr("dp·cp (3) must be divisible by ep (2)")));
+}
+
+// --- activations ---------------------------------------------------------------------------
+
+// Korthikanti et al. 2022, §4 (bytes per layer, bf16, dropout masks 1 B, ffn = 4h, kv = a),
+// written out with the model's s, b, h, a and the tensor-parallel size t.
+void expect_korthikanti(const ModelSpec& model, std::int64_t s, std::int64_t b, std::int64_t t) {
+  SCOPED_TRACE(model.name + " s=" + std::to_string(s) + " b=" + std::to_string(b) +
+               " t=" + std::to_string(t));
+  ASSERT_EQ(model.dtype, Precision::kBf16);
+  ASSERT_EQ(model.ffn_size(), 4 * model.hidden);
+  ASSERT_EQ(model.num_kv_heads(), model.heads);
+  const auto sd = static_cast<double>(s);
+  const auto h = static_cast<double>(model.hidden);
+  const auto a = static_cast<double>(model.heads);
+  const auto td = static_cast<double>(t);
+  const double sbh = sd * static_cast<double>(b) * h;
+  const auto bytes = [&](bool sp, Recompute r) {
+    return layer_activation_bytes(model, shape(b, s, t, sp), r);
+  };
+  EXPECT_EQ(layer_activation_bytes(model, shape(b, s, 1), Recompute::kNone),
+            sbh * (34 + 5 * a * sd / h));
+  EXPECT_EQ(bytes(false, Recompute::kNone), sbh * (10 + 24 / td + 5 * a * sd / (h * td)));
+  EXPECT_EQ(bytes(true, Recompute::kNone), sbh / td * (34 + 5 * a * sd / h));
+  EXPECT_EQ(bytes(false, Recompute::kSelective), sbh * (10 + 24 / td));
+  EXPECT_EQ(bytes(true, Recompute::kSelective), 34 * sbh / td);
+  EXPECT_EQ(bytes(false, Recompute::kFull), 2 * sbh);
+  EXPECT_EQ(bytes(true, Recompute::kFull), 2 * sbh / td);
+}
+
+// gpt3-175b at s = 2048: 5as/h = 5·96·2048/12288 = 80, and t = 8 divides every term.
+TEST(LayerActivationBytes, Gpt3MatchesKorthikantiFormulas) {
+  expect_korthikanti(model_preset("gpt3-175b"), 2048, 1, 8);
+}
+
+// h = 16, a = 4, s = 8: 5as/h = 10; at t = 2, 24/t = 12 and 5as/(ht) = 5.
+TEST(LayerActivationBytes, SmallGeluModelMatchesKorthikantiFormulas) {
+  expect_korthikanti(small_gelu(), 8, 2, 2);
+  expect_korthikanti(small_gelu(), 8, 1, 4);
+}
+
+TEST(LayerActivationBytes, LayerShapeOfAParallelSpecGivesTheSameBytes) {
+  const ModelSpec model = model_preset("gpt3-175b");
+  const ParallelSpec spec{.tp = 8, .sequence_parallel = true, .seq_len = 2048};
+  // sbh/t·(34 + 80) with sbh = 2048·12288
+  EXPECT_EQ(layer_activation_bytes(model, layer_shape(model, spec), Recompute::kNone),
+            2048.0 * 12288 / 8 * 114);
+}
+
+// Context parallelism cp = 2 on small_gelu (b 1, s 8, h 16, a 4): every term sees s/cp = 4
+// tokens, but each query still scores all 8 keys, so the score terms are 5·a·(s/cp)·s·b:
+//   34·(s/cp)·b·h + 5·a·(s/cp)·s·b = 34·64 + 5·4·4·8 = 2176 + 640 = 2816
+TEST(LayerActivationBytes, ContextParallelismSplitsAllButTheKeyDimension) {
+  EXPECT_EQ(layer_activation_bytes(small_gelu(), shape(1, 8, 1, false, 2), Recompute::kNone), 2816);
+}
+
+// GQA with kv = 1 of a = 4 heads (dh = 4): K and V are 4 wide instead of 16. With b 1, s 8, bf16
+// they shrink from 2·2·8·16 = 512 to 2·2·8·4 = 128 bytes together:
+//   no parallelism 128·(34 + 10) - 384 = 5248;  t = 2 (K, V split): 128·(10 + 12 + 5) - 192 = 3264
+TEST(LayerActivationBytes, GroupedQueryAttentionShrinksKeysAndValues) {
+  ModelSpec model = small_gelu();
+  model.kv_heads = 1;
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 8, 1), Recompute::kNone), 5248);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 8, 2), Recompute::kNone), 3264);
+}
+
+// tiny_swiglu (h 8, a 4, kv 2 of dh 2, ffn 12), b 1, s 4, bf16, no dropout anywhere:
+//   replicated (/t only with SP)          split over t
+//   LN1 input       2·4·8    = 64         Q               2·4·8       = 64
+//   QKV input       2·4·8    = 64         K, V            2·2·4·4     = 32 + 32
+//   LN2 input       2·4·8    = 64         out-proj input  2·4·8       = 64
+//   gate/up input   2·4·8    = 64         gate, up, gate·up 3·2·4·12  = 288
+//                            = 256                                    = 480
+//   scores (split over t): softmax output 2·b·a·s·s = 2·1·4·4·4 = 128, which is also the input
+//   of ·V (no attention dropout, so no mask and no dropout output)
+// none: 256 + 480 + 128 = 864; selective: 736; full: the input 64.
+// t = 2: 256 + 240 + 64 = 560; with SP 128 + 240 + 64 = 432.
+TEST(LayerActivationBytes, SwigluModelByHandHasNoDropoutTerms) {
+  const ModelSpec model = tiny_swiglu();
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 1), Recompute::kNone), 864);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 1), Recompute::kSelective), 736);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 1), Recompute::kFull), 64);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 2), Recompute::kNone), 560);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 2, true), Recompute::kNone), 432);
+}
+
+// tiny_moe (experts of width 6, top 2), b 1, s 4: the attention of tiny_swiglu (64 + 64 LN1 and
+// QKV inputs, 192 Q/K/V/out-proj input, 128 scores) = 448, then
+//   LN2 input 64, router input 64, expert inputs 2 copies · 64 = 128,
+//   gate, up, gate·up 2 copies · 3 · 2·4·6 = 288
+// total 448 + 64 + 64 + 128 + 288 = 992
+TEST(LayerActivationBytes, MoeStoresTopKCopiesOfTheMlpPlusTheRouterInput) {
+  EXPECT_EQ(layer_activation_bytes(tiny_moe(), shape(1, 4, 1), Recompute::kNone), 992);
+}
+
+TEST(LayerActivationBytes, RejectsANonPositiveShape) {
+  EXPECT_THAT([] { (void)layer_activation_bytes(tiny_gelu(), shape(1, 4, 0), Recompute::kNone); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("layer shape: tp: expected a positive integer, got 0")));
+}
+
+// Korthikanti §4.3: the embedding dropout mask, sbh bytes (/t with SP); gpt3-175b at s 2048:
+// sbh = 2048·12288 = 25'165'824.
+TEST(EmbeddingActivationBytes, IsTheDropoutMaskOfGeluModelsOnly) {
+  const ModelSpec gpt = model_preset("gpt3-175b");
+  EXPECT_EQ(embedding_activation_bytes(gpt, shape(1, 2048, 8)), 25'165'824);
+  EXPECT_EQ(embedding_activation_bytes(gpt, shape(1, 2048, 8, true)), 25'165'824 / 8);
+  EXPECT_EQ(embedding_activation_bytes(model_preset("llama2-7b"), shape(1, 4096, 8)), 0);
+}
+
+// Korthikanti §4.3: final norm and LM head inputs 2sbh each (/t with SP) and fp32 logits 4sbv/t.
+// gpt3-175b (v 50257) at s 2048, t 8: 4·25'165'824 + 4·2048·50257/8 = 100'663'296 + 51'463'168.
+TEST(HeadActivationBytes, IsTheNormAndHeadInputsAndFp32Logits) {
+  const ModelSpec gpt = model_preset("gpt3-175b");
+  ASSERT_EQ(gpt.vocab, 50257);
+  EXPECT_EQ(head_activation_bytes(gpt, shape(1, 2048, 8)), 100'663'296.0 + 51'463'168.0);
+  EXPECT_EQ(head_activation_bytes(gpt, shape(1, 2048, 8, true)), 100'663'296.0 / 8 + 51'463'168.0);
+}
+
+}  // namespace
+}  // namespace metron::models

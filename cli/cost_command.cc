@@ -15,6 +15,7 @@
 #include "metron/models/compute_cost.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/parameter_count.h"
+#include "metron/models/stage_cost_model.h"
 #include "number_format.h"
 #include "spec_loading.h"
 
@@ -134,19 +135,11 @@ CostReport build_report(const CostOptions& o, const models::ModelSpec& model,
   if (o.pp > 2) picks.emplace_back("middle", o.pp / 2);
   if (o.pp > 1) picks.emplace_back("last", o.pp - 1);
   if (o.pp == 1) picks.front().first = "only";
-  const models::StateLayout layout = models::state_layout(r.policy, r.model.dtype);
-  const bool shards_optimizer = layout.sharding != models::Sharding::kNone;
   for (const auto& [name, index] : picks) {
     CostReport::Rank rank{.name = name, .index = index};
     rank.parameters = models::rank_parameters(r.model, r.parallel, index);
     rank.state = models::state_memory(r.model, r.parallel, r.policy, index);
-    // Adam runs over the rank's optimizer shard: its parameters / dp·cp when the policy shards
-    // the optimizer state (experts over dp·cp / ep).
-    const std::int64_t dense_shards = shards_optimizer ? o.dp * o.cp : 1;
-    const std::int64_t expert_shards = shards_optimizer ? o.dp * o.cp / o.ep : 1;
-    const std::int64_t stepped = rank.parameters.dense / dense_shards +
-                                 rank.parameters.expert / std::max<std::int64_t>(1, expert_shards);
-    rank.optimizer = compute.cost(models::optimizer_ops(stepped, r.model.dtype));
+    rank.optimizer = models::optimizer_step_cost(r.model, r.parallel, r.policy, index, compute);
     r.ranks.push_back(rank);
   }
   return r;

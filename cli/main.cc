@@ -6,11 +6,13 @@
 #include <exception>
 #include <iostream>
 
+#include "check_trace_command.h"
 #include "cost_command.h"
 #include "graph_command.h"
 #include "metron/base/error.h"
 #include "presets_command.h"
 #include "schedule_command.h"
+#include "simulate_command.h"
 
 namespace {
 
@@ -42,8 +44,8 @@ void reject_unknown_subcommand(CLI::App& app, const CLI::ParseError& e) {
 int main(int argc, char** argv) {
   CLI::App app{
       "metron plans, simulates and validates distributed training of large models.\n"
-      "A training step is one task graph; metron checks it, converts it and (soon) simulates\n"
-      "and executes it.",
+      "A training step is one task graph; metron checks it, converts it, simulates it and\n"
+      "(soon) executes it.",
       "metron"};
   app.set_version_flag("--version", "metron " METRON_VERSION);
   app.require_subcommand(1);
@@ -52,8 +54,10 @@ int main(int argc, char** argv) {
       "Exit codes: 0 success, 1 runtime failure, 2 bad input.");
   metron::cli::add_graph_command(app);
   metron::cli::add_schedule_command(app);
+  metron::cli::add_simulate_command(app);
   metron::cli::add_presets_command(app);
   metron::cli::add_cost_command(app);
+  metron::cli::add_check_trace_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

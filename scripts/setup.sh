@@ -9,9 +9,11 @@
 set -euo pipefail
 
 # ---------------------------------------------------------------------------------------------
-# MAIN_JOB: what `scripts/setup.sh run` runs after building. Later issues swap this for
-# `metron simulate ...` / `metron plan ...`. Paths are relative to the repository root.
-MAIN_JOB=(build/release/cli/metron graph check examples/1f1b-2stage-dp2.json)
+# MAIN_JOB: what `scripts/setup.sh run` runs after building: one step of the built-in default
+# scenario (GPT-3 175B on 1,024 H100s) simulated, with its trace and result JSON; the planner will
+# replace it with `metron plan`. Paths are relative to the repository root.
+MAIN_JOB=(build/release/cli/metron simulate --trace build/default-step.trace.json
+          --json build/default-step.result.json)
 # ---------------------------------------------------------------------------------------------
 
 # Debian packages metron builds with. CUDA is not among them: it is used when present.

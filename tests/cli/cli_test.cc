@@ -98,9 +98,9 @@ TEST_F(Cli, CheckReportsEveryProblemAndExitsWithTwo) {
 TEST_F(Cli, CheckReportsADeadlockWithEveryBlockedTask) {
   Outcome r = metron("graph check " + kData + "swapped-receives.txt");
   EXPECT_EQ(r.code, 2);
-  EXPECT_THAT(
-      r.err, AllOf(StartsWith("metron: error: deadlock: no task can make progress"),
-                   HasSubstr("rank 0 stream \"pp-recv\""), HasSubstr("rank 1 stream \"pp-send\"")));
+  EXPECT_THAT(r.err, AllOf(StartsWith("metron: error: deadlock: no task can make progress"),
+                           HasSubstr("rank 0 stream \"pp-recv-1\""),
+                           HasSubstr("rank 1 stream \"pp-send-0\"")));
 }
 
 TEST_F(Cli, MalformedJsonNamesLineAndColumn) {
@@ -356,6 +356,77 @@ TEST_F(Cli, CostRejectsImpossibleInputWithExitTwo) {
   EXPECT_THAT(profile.err, HasSubstr("bad-profile.json: compute[0]"));
 }
 
+TEST_F(Cli, SimulateRunsTheDefaultScenarioAndWritesACleanTrace) {
+  Outcome r = metron("simulate --trace " + path("t.json") + " --json " + path("r.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out,
+              AllOf(HasSubstr("gpt3-175b on 1024 x dgx-h100: tp 8 pp 16 dp 8 vp 2"),
+                    HasSubstr("iteration time"), HasSubstr("MFU"), HasSubstr("pipeline bubble"),
+                    HasSubstr("exposed communication"), HasSubstr("rank  15")));
+  Outcome check = metron("check-trace " + path("t.json"));
+  EXPECT_EQ(check.code, 0) << check.err;
+  const nlohmann::json result = nlohmann::json::parse(read_file(path("r.json")));
+  for (const char* key :
+       {"iteration_time_ms", "tokens_per_s", "mfu", "model_tflops_per_gpu", "bubble_fraction",
+        "stage_span_bubble_rate", "peak_memory_bytes_max", "per_rank"}) {
+    EXPECT_TRUE(result.contains(key)) << key;
+  }
+  const nlohmann::json& rank = result.at("per_rank").at(3);
+  for (const char* key :
+       {"rank", "tp", "pp", "dp", "compute_ms", "idle_ms", "bubble_ms", "comm_ms",
+        "comm_exposed_ms", "comm_overlapped_ms", "bytes_sent", "peak_memory_bytes"}) {
+    EXPECT_TRUE(rank.contains(key)) << key;
+  }
+  EXPECT_EQ(rank.at("pp"), 3);
+}
+
+TEST_F(Cli, SimulateFlagsDescribeAScenarioThatSimulatesTheSameFromItsFile) {
+  const std::string flags =
+      "simulate --model gpt3-1.3b --hardware dgx-a100 --gpus 32 --tp 2 --pp 4 -b 2 "
+      "--global-batch 64 --seq 1024 --schedule zb-h1";
+  Outcome first =
+      metron(flags + " --json " + path("a.json") + " --save-scenario " + path("s.json"));
+  ASSERT_EQ(first.code, 0) << first.err;
+  // dp fills the GPUs the model-parallel sizes leave: 32 / (2·4) = 4.
+  EXPECT_THAT(first.out, HasSubstr("tp 2 pp 4 dp 4"));
+  const nlohmann::json scenario = nlohmann::json::parse(read_file(path("s.json")));
+  EXPECT_EQ(scenario.at("parallel").at("dp"), 4);
+  EXPECT_EQ(scenario.at("schedule").at("name"), "zb-h1");
+  Outcome again = metron("simulate " + path("s.json") + " --json " + path("b.json"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  // Deterministic: the same scenario gives byte-identical results.
+  EXPECT_EQ(read_file(path("a.json")), read_file(path("b.json")));
+}
+
+TEST_F(Cli, SimulateTakesExplicitStageCosts) {
+  // 1F1B on 4 stages, 8 microbatches, F = 1 ms, B = 2 ms: (m + p − 1)(F + B) = 33 ms.
+  write_file_atomically(path("costs.json"), R"({"parallel": {"pp": 4, "num_microbatches": 8},)"
+                                            R"( "schedule": {"name": "1f1b", "p2p": "async"},)"
+                                            R"( "costs": {"F": 1, "B": 2}})");
+  Outcome r = metron("simulate " + path("costs.json") + " --json " + path("r.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("iteration time        33.000 ms"));
+  const nlohmann::json result = nlohmann::json::parse(read_file(path("r.json")));
+  EXPECT_NEAR(result.at("stage_span_bubble_rate").get<double>(), 9.0 / 33.0, 1e-12);
+}
+
+TEST_F(Cli, SimulateRejectsBadScenariosWithExitTwo) {
+  write_file_atomically(path("typo.json"), R"({"parallel": {"pp": 2}, "shedule": {}})");
+  Outcome typo = metron("simulate " + path("typo.json"));
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_THAT(typo.err, HasSubstr("shedule: unknown key"));
+  Outcome layers = metron("simulate --pp 5 --gpus 40");
+  EXPECT_EQ(layers.code, 2);
+  EXPECT_THAT(layers.err, HasSubstr("layers (96) must be divisible by pp·vp (5·2 = 10)"));
+  Outcome schedule = metron("simulate --schedule 1f2b");
+  EXPECT_EQ(schedule.code, 2);
+  EXPECT_THAT(schedule.err, HasSubstr("1f2b"));
+  EXPECT_FALSE(fs::exists(path("never.json")));
+  Outcome nothing = metron("simulate --pp 5 --gpus 40 --json " + path("never.json"));
+  EXPECT_EQ(nothing.code, 2);
+  EXPECT_FALSE(fs::exists(path("never.json")));
+}
+
 TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {
   Outcome unknown = metron("schedule --schedule 1f2b --pp 2 -m 2");
   EXPECT_EQ(unknown.code, 2);
@@ -369,6 +440,50 @@ TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {
   Outcome missing = metron("schedule --schedule 1f1b -m 4");
   EXPECT_EQ(missing.code, 2);
   EXPECT_THAT(missing.err, HasSubstr("--pp and --microbatches are required (or --order FILE)"));
+}
+
+TEST_F(Cli, CheckTraceAcceptsACleanTrace) {
+  write_file_atomically(
+      path("clean.json"),
+      "{\"distributedInfo\": {\"rank\": 1}, \"traceEvents\": [\n"
+      R"({"ph": "M", "name": "thread_name", "pid": 1, "tid": 7, "args": {"name": "stream 7"}},)"
+      "\n"
+      R"({"ph": "X", "cat": "compute", "name": "F0", "pid": 1, "tid": 7, "ts": 0, "dur": 2}]})");
+  Outcome r = metron("check-trace " + path("clean.json") + " --hta");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, path("clean.json") + ": ok (2 events)\n");
+  EXPECT_THAT(r.err, IsEmpty());
+  EXPECT_THAT(metron("check-trace --help").out,
+              AllOf(HasSubstr("tid never 0"), HasSubstr("--hta")));
+}
+
+TEST_F(Cli, CheckTraceListsEveryViolationAndExitsWithTwo) {
+  // Two slices on one row that overlap ([0, 10] and [5, 15] µs), and a tid 0.
+  write_file_atomically(
+      path("broken.json"),
+      "{\"traceEvents\": [\n"
+      R"({"ph": "X", "cat": "c", "name": "F2", "pid": 1, "tid": 7, "ts": 0, "dur": 10},)"
+      "\n"
+      R"({"ph": "X", "cat": "c", "name": "F3", "pid": 1, "tid": 7, "ts": 5, "dur": 10},)"
+      "\n"
+      R"({"ph": "X", "cat": "c", "name": "W", "pid": 1, "tid": 0, "ts": 0, "dur": 1}]})");
+  Outcome r = metron("check-trace " + path("broken.json"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_THAT(r.out, IsEmpty());
+  EXPECT_THAT(r.err, AllOf(StartsWith("metron: error: " + path("broken.json") +
+                                      ": 2 violations of the trace rules\n"),
+                           HasSubstr("\n  - traceEvents[2] (X \"W\", pid 1 tid 0): tid 0"),
+                           HasSubstr("\n  - traceEvents[1] (X \"F3\", pid 1 tid 7): overlaps "
+                                     "traceEvents[0] (X \"F2\") on the same row without nesting")));
+  // The same file passes neither with --hta: distributedInfo is missing too.
+  EXPECT_THAT(metron("check-trace --hta " + path("broken.json")).err, HasSubstr("3 violations"));
+  // A directory: each file checked, named in its violations.
+  Outcome directory = metron("check-trace " + dir_.string());
+  EXPECT_EQ(directory.code, 2);
+  EXPECT_THAT(directory.err, HasSubstr("  - broken.json: traceEvents[2]"));
+  Outcome missing = metron("check-trace " + path("nope.json"));
+  EXPECT_EQ(missing.code, 2);  // a missing input is bad input, as for every command
+  EXPECT_THAT(missing.err, HasSubstr("cannot read '" + path("nope.json") + "'"));
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ TEST(RowsToGraph, TasksGetRoleStreamsAndTags) {
   Graph g = rows_to_graph(parse_rows(kOneFOneB), {.hardware_queues = 1});
   EXPECT_EQ(g.rank(RankId{0}).hardware_queues, 1);
   EXPECT_EQ(stream_name(g, at(g, 0, 0)), "compute");
-  EXPECT_EQ(stream_name(g, at(g, 0, 1)), "pp-send");
-  EXPECT_EQ(stream_name(g, at(g, 0, 4)), "pp-recv");
+  EXPECT_EQ(stream_name(g, at(g, 0, 1)), "pp-send-1");
+  EXPECT_EQ(stream_name(g, at(g, 0, 4)), "pp-recv-1");
   const Task& b = g.task(at(g, 1, 6));
   EXPECT_EQ(b.op, TaskOp(Compute{.phase = Phase::kBackward}));
   EXPECT_EQ(b.stage, StageId{1});

@@ -19,6 +19,7 @@
 #include "metron/schedules/order_checks.h"
 #include "metron/schedules/placement.h"
 #include "metron/schedules/registry.h"
+#include "support/schedule_sweep.h"
 
 namespace metron::schedules {
 
@@ -32,28 +33,7 @@ void PrintTo(const ScheduleInfo& info, std::ostream* os) {  // NOLINT(readabilit
 
 namespace {
 
-/// Calls f(spec, order) for every accepted combination of one schedule.
-void sweep(const ScheduleInfo& info,
-           const std::function<void(const ScheduleSpec&, const Order&)>& f, std::int32_t max_pp = 8,
-           std::int32_t max_vp = 4) {
-  for (std::int32_t p = 1; p <= max_pp; ++p) {
-    for (std::int32_t v = 1; v <= max_vp; ++v) {
-      if (info.fixed_vp != 0 && v != info.fixed_vp) continue;
-      for (std::int32_t m = 1; m <= 3 * p + 2; ++m) {
-        const ScheduleSpec spec{
-            .name = std::string(info.name), .pp = p, .vp = v, .microbatches = m};
-        Order order;
-        try {
-          order = generate_order(spec);
-        } catch (const InvalidConfig&) {
-          continue;  // a rejected combination; its message is tested with each generator
-        }
-        SCOPED_TRACE(::testing::Message() << info.name << " p=" << p << " v=" << v << " m=" << m);
-        f(spec, order);
-      }
-    }
-  }
-}
+using testing::sweep;
 
 class EverySchedule : public ::testing::TestWithParam<ScheduleInfo> {};
 

@@ -10,18 +10,23 @@ OrderingState::OrderingState(const Graph& graph)
     : graph_(graph),
       pending_(static_cast<std::size_t>(graph.num_tasks()), 0),
       state_(static_cast<std::size_t>(graph.num_tasks()), TaskState::kNotIssued),
+      is_host_wait_(static_cast<std::size_t>(graph.num_tasks()), 0),
       ready_members_(static_cast<std::size_t>(graph.num_comm_instances()), 0),
       host_next_(static_cast<std::size_t>(graph.num_ranks()), 0),
       host_blocked_on_(static_cast<std::size_t>(graph.num_ranks())) {
+  const auto tasks = graph.tasks();
   for (std::int32_t i = 0; i < graph.num_tasks(); ++i) {
     const TaskId t{i};
-    const Task& task = graph.task(t);
+    const Task& task = tasks[t.index()];
     auto& pending = pending_[t.index()];
     pending = 1;  // rule 1: not issued yet
     if (graph.stream_predecessor(t).valid()) ++pending;
     if (graph.queue_predecessor(t).valid()) ++pending;
     pending += static_cast<std::int32_t>(task.deps.size());
-    if (std::holds_alternative<HostWait>(task.op)) ++pending;
+    if (std::holds_alternative<HostWait>(task.op)) {
+      ++pending;
+      is_host_wait_[t.index()] = 1;
+    }
   }
   for (std::size_t r = 0; r < host_next_.size(); ++r) advance_host(r);
 }
@@ -32,7 +37,7 @@ void OrderingState::advance_host(std::size_t rank) {
     const TaskId t = order[host_next_[rank]++];
     state_[t.index()] = TaskState::kWaiting;
     satisfy(t);
-    if (std::holds_alternative<HostWait>(graph_.task(t).op)) {
+    if (is_host_wait_[t.index()] != 0) {
       host_blocked_on_[rank] = t;
       return;
     }
@@ -63,9 +68,12 @@ void OrderingState::on_ready(TaskId task) {
 
 bool OrderingState::pop_startable(std::vector<TaskId>& unit) {
   unit.clear();
-  if (startable_.empty()) return false;
-  const Unit next = startable_.front();
-  startable_.pop_front();
+  if (startable_head_ == startable_.size()) return false;
+  const Unit next = startable_[startable_head_++];
+  if (startable_head_ == startable_.size()) {
+    startable_.clear();
+    startable_head_ = 0;
+  }
   if (next.instance < 0) {
     unit.push_back(next.task);
   } else {
@@ -89,7 +97,7 @@ void OrderingState::complete(TaskId task) {
   ++completed_;
   if (const TaskId next = graph_.stream_successor(task); next.valid()) satisfy(next);
   for (TaskId d : graph_.dependents(task)) satisfy(d);
-  if (std::holds_alternative<HostWait>(graph_.task(task).op)) {
+  if (is_host_wait_[task.index()] != 0) {
     const auto rank = graph_.task(task).rank.index();
     host_blocked_on_[rank] = TaskId{};
     advance_host(rank);

@@ -162,7 +162,9 @@ class RowConverter {
   std::optional<Task> make_p2p(const Action& a, const detail::P2PConvention& p2p) {
     auto peer = peer_of(a, p2p);
     if (!peer) return std::nullopt;
-    Task t = tagged(a, p2p.is_send ? "pp-send" : "pp-recv");
+    // One stream per peer and direction: PyTorch's NCCL backend gives each pair of ranks its own
+    // communicator, so a receive from one neighbour never queues behind one from the other.
+    Task t = tagged(a, (p2p.is_send ? "pp-send-" : "pp-recv-") + std::to_string(*peer));
     std::int64_t tag = p2p_tag(a.stage + p2p.sender_offset, a.microbatch, p2p.what);
     if (p2p.is_send) {
       t.op = Send{.peer = RankId{*peer}, .tag = tag, .what = p2p.what};

@@ -8,8 +8,8 @@
 // The passes, in the order lower() chains them:
 //   split_backward      B(s,mb) -> I(s,mb) W(s,mb) in place; OVERLAP_F_B units stay whole
 //   add_p2p_async       PyTorch's _add_send_recv (ASAP SEND after the producer, RECV on the
-//                       peer; Megatron overlap_p2p_comm): isend/irecv on pp-send / pp-recv streams;
-//                       nothing between stages on one rank (V placement)
+//                       peer; Megatron overlap_p2p_comm): isend/irecv on pp-send-<peer> /
+//                       pp-recv-<peer> streams; nothing between stages on one rank (V placement)
 //   add_p2p_batched     Megatron's blocking batched exchanges (send_forward_recv_backward and
 //                       friends): one step's sends and receives issued together and waited on
 //                       by the host (WAIT) before the next compute, never deadlocking,

@@ -17,7 +17,6 @@
 // condition was met, and members of an instance in the instance's member order.
 
 #include <cstdint>
-#include <deque>
 #include <string>
 #include <vector>
 
@@ -49,6 +48,8 @@ class OrderingState {
   /// Moves the next startable launch unit into `unit` (one compute or host-wait task, or all
   /// members of a communication instance). Returns false when nothing can start now.
   bool pop_startable(std::vector<TaskId>& unit);
+  /// Whether pop_startable would return true; cheap enough to ask after every event.
+  [[nodiscard]] bool any_startable() const noexcept { return startable_head_ != startable_.size(); }
   /// Marks a task of a popped unit as started.
   void start(TaskId task);
   /// Marks a started task as completed, which may make others startable.
@@ -77,10 +78,16 @@ class OrderingState {
   const Graph& graph_;
   std::vector<std::int32_t> pending_;  ///< unmet conditions per task
   std::vector<TaskState> state_;
+  /// Per task: whether it is a HostWait, so that completing and issuing tasks need not read the
+  /// (large, cache-unfriendly) Task itself; the simulator's hot path.
+  std::vector<std::uint8_t> is_host_wait_;
   std::vector<std::int32_t> ready_members_;  ///< per communication instance
   std::vector<std::size_t> host_next_;       ///< per rank: next position to issue
   std::vector<TaskId> host_blocked_on_;      ///< per rank: the HostWait stopping the host
-  std::deque<Unit> startable_;
+  /// A FIFO: units before startable_head_ were popped. Reset whenever it empties, so it never
+  /// holds more than the units startable at once, and popping allocates nothing.
+  std::vector<Unit> startable_;
+  std::size_t startable_head_ = 0;
   std::int32_t completed_ = 0;
 };
 

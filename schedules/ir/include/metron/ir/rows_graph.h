@@ -8,8 +8,10 @@
 // rows_to_graph(graph_to_rows(g)) has the same rows as g. Note [rows to graph]:
 //
 //  - one rank per row (hardware_queues from the options); a stream per role, created on first use:
-//    compute actions on "compute", SEND_* on "pp-send", RECV_* on "pp-recv", collectives on their
-//    `stream=` or "comm"; WAIT on no stream;
+//    compute actions on "compute", SEND_* on "pp-send-<peer>", RECV_* on "pp-recv-<peer>" (one
+//    FIFO per peer, as each pair of ranks has its own NCCL communicator: a receive from one
+//    neighbour must not queue behind one from the other), collectives on their `stream=` or
+//    "comm"; WAIT on no stream;
 //  - stage s is owned by the ranks whose rows compute it; a rank's chunk of stage s is the position
 //    of s among its own stages in ascending order;
 //  - a p2p action's peer is its `@peer`, else the one owner of the neighbouring stage (s+1 for

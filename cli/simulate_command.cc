@@ -1,0 +1,189 @@
+#include "simulate_command.h"
+
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/plan/evaluation.h"
+#include "metron/plan/scenario.h"
+#include "metron/schedules/registry.h"
+#include "metron/sim/trace_export.h"
+#include "metron/traces/chrome_trace_writer.h"
+#include "spec_loading.h"
+
+namespace metron::cli {
+namespace {
+
+/// Flags override the scenario file (or the built-in default) field by field; unset = keep.
+struct SimulateOptions {
+  std::string scenario_file;
+  std::optional<std::string> model;
+  std::optional<std::string> hardware;
+  std::optional<std::int64_t> gpus;
+  std::optional<std::int64_t> tp, pp, dp, vp, cp, ep;
+  bool sp = false;
+  bool no_sp = false;
+  std::optional<std::int64_t> microbatch_size, global_batch, microbatches, seq;
+  std::optional<std::string> recompute;
+  std::optional<std::string> schedule;
+  std::optional<std::int32_t> group_size, memory_limit;
+  std::optional<std::string> p2p;
+  std::optional<std::string> sync;
+  bool full = false;
+  std::string trace;
+  std::string json;
+  std::string save_scenario;
+};
+
+plan::Scenario scenario_of(const SimulateOptions& o) {
+  plan::Scenario s = o.scenario_file.empty()
+                         ? plan::default_scenario()
+                         : plan::scenario_from_json(read_file(o.scenario_file), o.scenario_file);
+  if (o.model) s.model = load_model(*o.model);
+  if (o.hardware) s.hardware = load_hardware(*o.hardware);
+  models::ParallelSpec& p = s.parallel;
+  if (o.tp) p.tp = *o.tp;
+  if (o.pp) p.pp = *o.pp;
+  if (o.vp) p.vp = *o.vp;
+  if (o.cp) p.cp = *o.cp;
+  if (o.ep) p.ep = *o.ep;
+  if (o.sp) p.sequence_parallel = true;
+  if (o.no_sp) p.sequence_parallel = false;
+  if (o.microbatch_size) p.microbatch_size = *o.microbatch_size;
+  if (o.seq) p.seq_len = *o.seq;
+  if (o.recompute) p.recompute = *models::parse_recompute(*o.recompute);
+  if (o.global_batch) {
+    p.global_batch = *o.global_batch;
+    p.num_microbatches.reset();
+  }
+  if (o.microbatches) {
+    p.num_microbatches = *o.microbatches;
+    p.global_batch.reset();
+  }
+  if (o.gpus) s.gpus = *o.gpus;
+  if (o.dp) {
+    p.dp = *o.dp;
+    if (!o.gpus) s.gpus.reset();  // follows tp·pp·dp·cp
+  } else if (s.gpus && p.tp * p.pp * p.cp > 0 && *s.gpus % (p.tp * p.pp * p.cp) == 0) {
+    // The data-parallel size fills the GPUs left by the model-parallel sizes, as in Megatron.
+    p.dp = *s.gpus / (p.tp * p.pp * p.cp);
+  }
+  if (o.schedule) {
+    s.schedule.name = *o.schedule;
+    s.schedule.p2p.reset();  // the new schedule's default unless --p2p says
+    // A schedule with a fixed chunk count takes it unless --vp says otherwise.
+    const std::int32_t fixed_vp = schedules::find_schedule(*o.schedule).fixed_vp;
+    if (!o.vp && fixed_vp != 0) p.vp = fixed_vp;
+  }
+  if (o.group_size) s.schedule.group_size = *o.group_size;
+  if (o.memory_limit) s.schedule.memory_limit = *o.memory_limit;
+  if (o.p2p) {
+    s.schedule.p2p =
+        *o.p2p == "batched" ? schedules::P2PMode::kBatched : schedules::P2PMode::kAsync;
+  }
+  if (o.sync) s.policy = *models::parse_state_policy(*o.sync);
+  return s;
+}
+
+std::vector<traces::Arg> trace_metadata(const plan::Scenario& s) {
+  const models::ParallelSpec& p = s.parallel;
+  return {{"tool", std::string("metron")},
+          {"source", std::string("simulator")},
+          {"model", s.model ? s.model->name : std::string("explicit costs")},
+          {"hardware", s.hardware.name},
+          {"schedule", s.schedule.name},
+          {"tp", p.tp},
+          {"pp", p.pp},
+          {"dp", p.dp},
+          {"vp", p.vp},
+          {"cp", p.cp},
+          {"ep", p.ep},
+          {"microbatches", p.microbatches().value_or(0)}};
+}
+
+void run(const SimulateOptions& o) {
+  const plan::Scenario scenario = scenario_of(o);
+  if (!o.save_scenario.empty()) write_file_atomically(o.save_scenario, plan::to_json(scenario));
+  const plan::Replication replication =
+      o.full ? plan::Replication::kFull : plan::Replication::kSymmetric;
+  plan::Evaluation evaluation;
+  try {
+    evaluation = plan::evaluate(scenario, replication);
+  } catch (const sim::SimulationDeadlock& deadlock) {
+    // Nothing is lost: the trace up to the deadlock is written before the error is reported.
+    if (!o.trace.empty()) {
+      const plan::Step step = plan::build_step(scenario, replication);
+      traces::write_chrome_trace(
+          o.trace, sim::simulation_trace(step.graph, deadlock.partial(), trace_metadata(scenario)));
+      std::cerr << "metron: wrote the trace up to the deadlock to " << o.trace << "\n";
+    }
+    throw;
+  }
+  std::cout << plan::summary_text(evaluation);
+  if (!o.json.empty()) write_file_atomically(o.json, plan::result_json(evaluation));
+  if (!o.trace.empty()) {
+    const std::string written = traces::write_chrome_trace(
+        o.trace,
+        sim::simulation_trace(evaluation.step.graph, evaluation.result, trace_metadata(scenario)));
+    std::cout << "  trace                 " << written << " (open in https://ui.perfetto.dev)\n";
+  }
+}
+
+}  // namespace
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "simulate",
+      "Simulate one training step: build the task graph of a scenario (schedule, p2p, optimizer\n"
+      "step, data-parallel gradient all-reduce) and run it through the discrete-event simulator\n"
+      "with durations from the cost models or from the scenario's explicit per-stage costs.\n"
+      "Prints iteration time, tokens/s, MFU, pipeline bubble, exposed communication and peak\n"
+      "memory per pipeline rank against the GPU's capacity. Without a scenario file and flags it\n"
+      "simulates the built-in default: GPT-3 175B on 1,024 H100 GPUs (tp 8, pp 16, dp 8,\n"
+      "interleaved 1F1B with 2 chunks, global batch 1,536, sequence 2,048). Flags override the\n"
+      "scenario field by field; without --dp, dp fills the GPUs left by tp, pp and cp.");
+  cmd->add_option("scenario", o->scenario_file, "scenario JSON (see README: Scenario format)");
+  cmd->add_option("--model", o->model, "model preset or JSON file");
+  cmd->add_option("--hardware", o->hardware, "hardware preset or JSON file");
+  cmd->add_option("--gpus", o->gpus, "GPUs in all (default tp·pp·dp·cp)");
+  cmd->add_option("--tp", o->tp, "tensor-parallel size");
+  cmd->add_option("--pp", o->pp, "pipeline-parallel size");
+  cmd->add_option("--dp", o->dp, "data-parallel size (default: what the GPUs leave)");
+  cmd->add_option("--vp", o->vp, "model chunks per pipeline rank (interleaving)");
+  cmd->add_option("--cp", o->cp, "context-parallel size");
+  cmd->add_option("--ep", o->ep, "expert-parallel size");
+  cmd->add_flag("--sp", o->sp, "sequence parallelism on");
+  cmd->add_flag("--no-sp", o->no_sp, "sequence parallelism off");
+  cmd->add_option("-b,--microbatch-size", o->microbatch_size, "samples per microbatch");
+  cmd->add_option("--global-batch", o->global_batch, "samples per iteration, all replicas");
+  cmd->add_option("-m,--microbatches", o->microbatches, "microbatches per pipeline");
+  cmd->add_option("--seq", o->seq, "sequence length");
+  cmd->add_option("--recompute", o->recompute, "none, selective or full")
+      ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd->add_option("--schedule", o->schedule, "pipeline schedule (see 'metron schedule --help')");
+  cmd->add_option("--group-size", o->group_size, "interleaved 1F1B's microbatch group size N");
+  cmd->add_option("--memory-limit", o->memory_limit, "zb-auto's memory limit");
+  cmd->add_option("--p2p", o->p2p, "batched (Megatron's default) or async")
+      ->check(CLI::IsMember({"batched", "async"}));
+  cmd->add_option("--sync", o->sync,
+                  "data-parallel policy: ddp, megatron-ddp, megatron-distopt, zero1, zero2, "
+                  "zero3, fsdp (memory; every policy all-reduces gradients after the backward "
+                  "until the sync policies land)")
+      ->check([](const std::string& name) {
+        return models::parse_state_policy(name) ? std::string() : "unknown policy '" + name + "'";
+      });
+  cmd->add_flag("--full", o->full,
+                "simulate every data-parallel replica instead of one (same result, slower)");
+  cmd->add_option("--trace", o->trace,
+                  "write the Chrome/Perfetto trace here (gzip for .gz or when over 50 MB)");
+  cmd->add_option("--json", o->json, "write the result JSON here");
+  cmd->add_option("--save-scenario", o->save_scenario,
+                  "write the scenario these flags describe, as JSON");
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace metron::cli

@@ -1,0 +1,43 @@
+#pragma once
+// Per-stage times of a whole configuration, from the compute and communication models: what the
+// simulator needs when a scenario names a model instead of giving explicit times.
+// Note [stage costs from the model]:
+//
+//   The pp·vp stages hold layers / (pp·vp) layers each. Per microbatch, on one GPU:
+//     F  = layers · layer F            + embedding F (first stage) + head F (last stage)
+//     I  = layers · (layer I + recompute)                          + head I (last stage)
+//     W  = layers · layer W            + embedding W (first stage) + head W (last stage)
+//     B  = I + W
+//   (recompute runs just before the backward of the same layer, so it is charged to I).
+//   p2p = the communication model's time for one boundary tensor, b · s/cp · h elements of the
+//   model's dtype (/tp under sequence parallelism), inside a node when the pipeline neighbours
+//   share one (group_placement.h), else across.
+//   Not yet included: the tensor-, context- and expert-parallel collectives inside a layer
+//   (they come with the intra-layer lowering), so tp > 1 times are compute only.
+
+#include <cstdint>
+
+#include "metron/models/comm_cost.h"
+#include "metron/models/compute_cost.h"
+#include "metron/models/memory_model.h"
+#include "metron/models/model_spec.h"
+#include "metron/models/parallel_spec.h"
+#include "metron/models/stage_costs.h"
+
+namespace metron::models {
+
+/// The stage costs of Note [stage costs from the model]. Throws InvalidConfig when layers do not
+/// divide over pp·vp.
+StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
+                             const ComputeModel& compute, const CommModel& comm);
+
+/// Bytes of the tensor one pipeline stage sends the next per microbatch.
+std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec);
+
+/// One Adam step on a GPU of pipeline rank `pipeline_rank`: over its parameters, or over its
+/// shard of them when `policy` shards the optimizer state (dense over dp·cp, experts over
+/// dp·cp / ep).
+PhaseCost optimizer_step_cost(const ModelSpec& model, const ParallelSpec& spec, StatePolicy policy,
+                              std::int64_t pipeline_rank, const ComputeModel& compute);
+
+}  // namespace metron::models

@@ -1,0 +1,70 @@
+// Note [stage costs from the model] (stage_cost_model.h).
+
+#include "metron/models/stage_cost_model.h"
+
+#include <algorithm>
+#include <string>
+
+#include "metron/base/error.h"
+#include "metron/models/group_placement.h"
+#include "metron/models/layer_shape.h"
+
+namespace metron::models {
+
+StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
+                             const ComputeModel& compute, const CommModel& comm) {
+  const std::int64_t stages = spec.pp * spec.vp;
+  if (stages <= 0 || model.layers % stages != 0) {
+    throw InvalidConfig("stage costs: layers (" + std::to_string(model.layers) +
+                        ") must be divisible by pp·vp (" + std::to_string(stages) + ")");
+  }
+  const auto layers = static_cast<double>(model.layers / stages);
+  const LayerShape shape = layer_shape(model, spec);
+  const LayerPhaseCosts layer = layer_phase_costs(model, shape, spec.recompute, compute);
+  const auto part = [&](const std::vector<OpCost>& ops) { return compute.cost(ops).seconds; };
+  const double embedding_f = part(embedding_ops(model, shape, ComputePhase::kForward));
+  const double embedding_w = part(embedding_ops(model, shape, ComputePhase::kBackwardWeight));
+  const double head_f = part(head_ops(model, shape, ComputePhase::kForward));
+  const double head_i = part(head_ops(model, shape, ComputePhase::kBackwardInput));
+  const double head_w = part(head_ops(model, shape, ComputePhase::kBackwardWeight));
+
+  StageCosts costs;
+  for (std::int64_t s = 0; s < stages; ++s) {
+    const bool first = s == 0;
+    const bool last = s == stages - 1;
+    const double f =
+        layers * layer.forward.seconds + (first ? embedding_f : 0) + (last ? head_f : 0);
+    const double i =
+        layers * (layer.backward_input.seconds + layer.recompute.seconds) + (last ? head_i : 0);
+    const double w =
+        layers * layer.backward_weight.seconds + (first ? embedding_w : 0) + (last ? head_w : 0);
+    costs.forward.push_back(f);
+    costs.backward_input.push_back(i);
+    costs.backward_weight.push_back(w);
+    costs.backward.push_back(i + w);
+  }
+  const bool same_node =
+      spec.pp > 1 && parallel_groups(spec, comm.hardware()).pp_neighbours_share_node;
+  costs.p2p = spec.pp > 1 ? comm.p2p_time(boundary_bytes(model, spec), same_node) : 0.0;
+  return costs;
+}
+
+std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec) {
+  const std::int64_t tokens = spec.microbatch_size * spec.sequence_length(model) / spec.cp;
+  const std::int64_t split = spec.sp() ? spec.tp : 1;
+  return static_cast<std::int64_t>(static_cast<double>(tokens * model.hidden / split) *
+                                   element_bytes(model.dtype));
+}
+
+PhaseCost optimizer_step_cost(const ModelSpec& model, const ParallelSpec& spec, StatePolicy policy,
+                              std::int64_t pipeline_rank, const ComputeModel& compute) {
+  const RankParameters parameters = rank_parameters(model, spec, pipeline_rank);
+  const bool sharded = state_layout(policy, model.dtype).sharding != Sharding::kNone;
+  const std::int64_t dense_shards = sharded ? spec.dp * spec.cp : 1;
+  const std::int64_t expert_shards =
+      sharded ? std::max<std::int64_t>(1, spec.dp * spec.cp / spec.ep) : 1;
+  const std::int64_t stepped = parameters.dense / dense_shards + parameters.expert / expert_shards;
+  return compute.cost(optimizer_ops(stepped, model.dtype));
+}
+
+}  // namespace metron::models

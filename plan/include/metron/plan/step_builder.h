@@ -1,0 +1,50 @@
+#pragma once
+// From a scenario to what the simulator runs: the lowered task graph of one training step and the
+// duration of every task. Note [building a step]:
+//
+//   1. The schedule generator gives the per-rank compute order for pp ranks and the schedule's
+//      stages (pp·vp for loop and V placement; DualPipe's 2·pp are two copies of pp stages).
+//   2. lower() adds p2p (batched or async), the optimizer step and memory effects (activation
+//      bytes per stage from the memory model, boundary tensors from the model's shape).
+//   3. Data parallelism (schedules/data_parallel.h): kFull lays dp replicas side by side;
+//      kSymmetric keeps one, since replicas are identical, and charges each collective for the
+//      whole dp group anyway, so a 10,000-GPU step costs no more than its pipeline. Both add the
+//      gradient all-reduce when dp·cp > 1 and a model gives the gradient sizes.
+//   4. Durations (integer ns): compute tasks take their stage's F / I / W / B from the scenario's
+//      explicit costs or models::model_stage_costs (DualPipe's overlapped F&B units take F + B);
+//      the optimizer step models::optimizer_step_cost; sends and receives the stage costs' p2p;
+//      the gradient all-reduce the communication model's time for the dp·cp group's placement
+//      (group_placement.h); host waits 0.
+
+#include <cstdint>
+#include <vector>
+
+#include "metron/ir/graph.h"
+#include "metron/ir/graph_builder.h"
+#include "metron/models/stage_costs.h"
+#include "metron/plan/scenario.h"
+#include "metron/sim/simulator.h"
+
+namespace metron::plan {
+
+enum class Replication {
+  kSymmetric,  ///< one data-parallel replica, collectives charged for the whole group
+  kFull,       ///< every data-parallel replica in the graph
+};
+
+/// A step ready to simulate.
+struct Step {
+  ir::Graph graph = ir::GraphBuilder().build();
+  std::vector<sim::Time> durations;  ///< by TaskId
+  models::StageCosts costs;          ///< seconds, per model stage
+  std::int32_t pipeline_ranks = 1;
+  std::int32_t replicas = 1;  ///< data-parallel replicas in the graph
+  /// Weights + gradients + optimizer state per pipeline rank (bytes; 0 without a model).
+  std::vector<double> state_bytes;
+};
+
+/// Builds the step of Note [building a step]. Throws InvalidConfig for a scenario that cannot be
+/// built (see validate(Scenario)) or a schedule that rejects the sizes.
+Step build_step(const Scenario& scenario, Replication replication = Replication::kSymmetric);
+
+}  // namespace metron::plan

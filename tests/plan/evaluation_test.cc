@@ -1,0 +1,111 @@
+// Scenarios built and simulated end to end, against the schedule formulas of SCHEDULES.md §5 and
+// Megatron's FLOPs formula, and the symmetric mode against the full graph.
+
+#include "metron/plan/evaluation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/models/stage_costs.h"
+
+namespace metron::plan {
+namespace {
+
+/// p stages with explicit F, B (ms), zero-time p2p posted ahead.
+Scenario explicit_costs(const std::string& schedule, std::int64_t p, std::int64_t m,
+                        const std::string& costs) {
+  return scenario_from_json(R"({"parallel": {"pp": )" + std::to_string(p) +
+                                R"(, "num_microbatches": )" + std::to_string(m) +
+                                R"(}, "schedule": {"name": ")" + schedule +
+                                R"(", "p2p": "async"}, "costs": )" + costs + "}",
+                            "s.json");
+}
+
+TEST(Evaluate, OneFOneBTakesMPlusPMinusOneSlotsWithExplicitCosts) {
+  // SCHEDULES.md §5: 1F1B's bubble is (p−1)(F+B); the step lasts (m+p−1)(F+B) = 11 · 3 ms.
+  const Evaluation e = evaluate(explicit_costs("1f1b", 4, 8, R"({"F": 1, "B": 2})"));
+  EXPECT_DOUBLE_EQ(e.iteration_time_s, 33e-3);
+  EXPECT_NEAR(e.bubble_fraction, 3.0 / 11.0, 1e-12);  // (p−1)/(m+p−1)
+  ASSERT_TRUE(e.stage_span_bubble_rate.has_value());
+  EXPECT_NEAR(*e.stage_span_bubble_rate, 9.0 / 33.0, 1e-12);  // stage 0 spans the whole step
+  EXPECT_EQ(e.tokens_per_s, 0);                               // no model: unknown
+}
+
+TEST(Evaluate, ZeroBubbleVHasNoStageSpanBubbleWhenFIAndWAreEqual) {
+  // SCHEDULES.md §5: ZB-V's per-stage span is m(F+B) when F = I = W.
+  const Evaluation e = evaluate(explicit_costs("zb-v", 4, 8, R"({"F": 1, "I": 1, "W": 1})"));
+  ASSERT_TRUE(e.stage_span_bubble_rate.has_value());
+  EXPECT_NEAR(*e.stage_span_bubble_rate, 0.0, 1e-12);
+}
+
+TEST(Evaluate, InterleavingDividesTheBubbleByTheChunks) {
+  // SCHEDULES.md §5: the bubble is (p−1)(F+B)/v with F, B a whole rank's times. Here p = 4,
+  // v = 2 chunk stages of F = 1, B = 2 ms each, so a rank's F + B = 6 ms and its bubble
+  // 3 · 6 / 2 = 9 ms; its work is m · v · 3 = 48 ms: 57 ms in all.
+  Scenario s = explicit_costs("interleaved-1f1b", 4, 8, R"({"F": 1, "B": 2})");
+  s.parallel.vp = 2;
+  const Evaluation e = evaluate(s);
+  EXPECT_DOUBLE_EQ(e.iteration_time_s, 57e-3);
+}
+
+Scenario small_model(std::int64_t dp) {
+  Scenario s;
+  s.model = models::model_preset("gpt3-125m");
+  s.hardware = models::hardware_preset("dgx-a100");
+  s.parallel = {.pp = 2, .dp = dp, .microbatch_size = 1, .global_batch = 4 * dp, .seq_len = 512};
+  s.schedule = {.name = "1f1b"};
+  s.policy = models::StatePolicy::kMegatronDdp;
+  return s;
+}
+
+TEST(Evaluate, SymmetricModeAgreesExactlyWithTheFullGraph) {
+  const Scenario s = small_model(4);
+  const Evaluation sym = evaluate(s, Replication::kSymmetric);
+  const Evaluation full = evaluate(s, Replication::kFull);
+  EXPECT_EQ(sym.step.graph.num_ranks(), 2);
+  EXPECT_EQ(full.step.graph.num_ranks(), 8);
+  EXPECT_EQ(sym.result.makespan, full.result.makespan);
+  for (std::size_t r = 0; r < 2; ++r) {
+    const sim::RankMetrics& a = sym.result.ranks[r];
+    for (std::size_t replica = 0; replica < 4; ++replica) {
+      const sim::RankMetrics& b = full.result.ranks[replica * 2 + r];
+      EXPECT_EQ(a.compute_busy, b.compute_busy) << r << " " << replica;
+      EXPECT_EQ(a.bubble, b.bubble) << r << " " << replica;
+      EXPECT_EQ(a.comm_total, b.comm_total) << r << " " << replica;
+      EXPECT_EQ(a.comm_exposed, b.comm_exposed) << r << " " << replica;
+      EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << r << " " << replica;
+    }
+  }
+  EXPECT_DOUBLE_EQ(sym.mfu, full.mfu);
+  EXPECT_DOUBLE_EQ(sym.bubble_fraction, full.bubble_fraction);
+  // The gradient all-reduce is there, and charged as a 4-rank ring in both.
+  EXPECT_GT(sym.result.ranks[0].comm_total, 0);
+}
+
+TEST(Evaluate, ThroughputAndMfuFollowMegatronsFormula) {
+  const Scenario s = default_scenario();
+  const Evaluation e = evaluate(s);
+  const double t = e.iteration_time_s;
+  ASSERT_GT(t, 0);
+  // 1,536 samples of 2,048 tokens per iteration.
+  EXPECT_NEAR(e.tokens_per_s * t, 1536.0 * 2048.0, 1e-6);
+  // Model FLOPs without recompute: 72·B·s·l·h²·(1 + s/(6h) + V/(12·l·h)) (Narayanan et al.).
+  const double b = 1536, seq = 2048, l = 96, h = 12288, v = 50257;
+  const double flops = 72 * b * seq * l * h * h * (1 + seq / (6 * h) + v / (12 * l * h));
+  // Vocabulary padding to a multiple of tp (50,264 over 8 ranks) moves it by < 1e-4.
+  EXPECT_NEAR(e.mfu, flops / (t * 1024 * 989.4e12), 1e-4 * e.mfu);
+  EXPECT_GT(e.bubble_fraction, 0);
+  EXPECT_LT(e.bubble_fraction, 1);
+  const nlohmann::json json = nlohmann::json::parse(result_json(e));
+  EXPECT_DOUBLE_EQ(json.at("iteration_time_ms").get<double>(), t * 1e3);
+  EXPECT_EQ(json.at("per_rank").size(), 16U);
+  EXPECT_TRUE(json.at("stage_span_bubble_rate").is_null());
+}
+
+}  // namespace
+}  // namespace metron::plan

@@ -75,16 +75,6 @@ models::CommOp comm_op(ir::CollectiveOp op) {
   return models::CommOp::kAllReduce;
 }
 
-/// The lowered pipeline's rank r is pipeline rank r: say so in its coordinates (traces name
-/// ranks by them).
-ir::Graph with_pipeline_coords(const ir::Graph& graph) {
-  ir::GraphData data = graph.data();
-  for (std::size_t r = 0; r < data.ranks.size(); ++r) {
-    data.ranks[r].coords.pp = static_cast<std::int32_t>(r);
-  }
-  return ir::GraphBuilder(std::move(data)).build();
-}
-
 std::vector<double> in_ms(const std::vector<double>& seconds) {
   std::vector<double> out;
   for (double s : seconds) out.push_back(s * 1e3);
@@ -158,12 +148,16 @@ Step build_step(const Scenario& s, Replication replication) {
         layers * models::layer_activation_bytes(*s.model, shape, models::Recompute::kSelective));
     lowering.p2p_bytes = models::boundary_bytes(*s.model, mp);
   }
-  ir::Graph graph =
-      with_pipeline_coords(schedules::lower(schedules::generate_order(layout.spec), lowering));
+  // One validation for the whole step: lower, replicate and reduce on a builder.
+  ir::GraphBuilder builder =
+      schedules::lower_unvalidated(schedules::generate_order(layout.spec), lowering);
   const std::int64_t dp_group = mp.dp * mp.cp;
   step.pipeline_ranks = layout.spec.pp;
   step.replicas = replication == Replication::kFull ? static_cast<std::int32_t>(mp.dp) : 1;
-  graph = schedules::replicate_data_parallel(graph, step.replicas);
+  if (step.replicas > 1) {
+    builder = ir::GraphBuilder(
+        schedules::replicate_data_parallel(std::move(builder).build(), step.replicas));
+  }
   const models::ParallelGroups groups = models::parallel_groups(mp, s.hardware);
   if (s.model) {
     const models::StateLayout state = models::state_layout(s.policy, s.model->dtype);
@@ -175,11 +169,12 @@ Step build_step(const Scenario& s, Replication replication) {
       step.state_bytes.push_back(models::state_memory(*s.model, mp, s.policy, r).total());
     }
     if (dp_group > 1) {
-      graph = schedules::add_gradient_all_reduce(
-          graph, step.pipeline_ranks, grad_bytes,
+      schedules::add_gradient_all_reduce(
+          builder, step.pipeline_ranks, grad_bytes,
           state.grad_dtype == models::Precision::kFp32 ? ir::DType::kFp32 : ir::DType::kBf16);
     }
   }
+  ir::Graph graph = std::move(builder).build();
 
   // Durations.
   step.durations.resize(static_cast<std::size_t>(graph.num_tasks()));

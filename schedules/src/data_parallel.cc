@@ -104,9 +104,9 @@ ir::Graph replicate_data_parallel(const ir::Graph& pipeline, std::int32_t replic
   return ir::GraphBuilder(std::move(out)).build();
 }
 
-ir::Graph add_gradient_all_reduce(const ir::Graph& graph, std::int32_t pipeline_ranks,
-                                  const std::vector<std::int64_t>& grad_bytes, ir::DType dtype) {
-  const std::int32_t ranks = graph.num_ranks();
+void add_gradient_all_reduce(ir::GraphBuilder& b, std::int32_t pipeline_ranks,
+                             const std::vector<std::int64_t>& grad_bytes, ir::DType dtype) {
+  const auto ranks = static_cast<std::int32_t>(b.data().ranks.size());
   if (pipeline_ranks < 1 || ranks % pipeline_ranks != 0) {
     throw InvalidConfig("gradient all-reduce: the graph's " + std::to_string(ranks) +
                         " ranks are not a multiple of " + std::to_string(pipeline_ranks) +
@@ -118,19 +118,18 @@ ir::Graph add_gradient_all_reduce(const ir::Graph& graph, std::int32_t pipeline_
                         std::to_string(grad_bytes.size()));
   }
   const std::int32_t replicas = ranks / pipeline_ranks;
-  ir::GraphBuilder b(graph);
-  const ir::GraphData& data = graph.data();
   for (std::int32_t r = 0; r < pipeline_ranks; ++r) {
     std::vector<ir::RankId> members;
     for (std::int32_t k = 0; k < replicas; ++k)
       members.push_back(ir::RankId{k * pipeline_ranks + r});
     const ir::GroupId group = b.add_group("dp" + std::to_string(r), members);
     for (ir::RankId rank : members) {
-      const std::vector<ir::TaskId>& order = data.issue_order[rank.index()];
+      // A copy: adding tasks below may move the builder's vectors.
+      std::vector<ir::TaskId> order = b.data().issue_order[rank.index()];
       ir::TaskId last_backward;
       std::size_t step_position = order.size();
       for (std::size_t i = 0; i < order.size(); ++i) {
-        const ir::Task& task = data.tasks[order[i].index()];
+        const ir::Task& task = b.data().tasks[order[i].index()];
         if (is_backward(task)) last_backward = order[i];
         if (is_optimizer(task) && step_position == order.size()) step_position = i;
       }
@@ -146,12 +145,17 @@ ir::Graph add_gradient_all_reduce(const ir::Graph& graph, std::int32_t pipeline_
                                               .bytes = grad_bytes[static_cast<std::size_t>(r)],
                                               .dtype = dtype,
                                               .seq = 0}});
-      std::vector<ir::TaskId> new_order = order;
-      new_order.insert(new_order.begin() + static_cast<std::ptrdiff_t>(step_position), reduce);
-      b.set_issue_order(rank, new_order);
-      if (step_position < order.size()) b.precede(reduce, order[step_position]);
+      order.insert(order.begin() + static_cast<std::ptrdiff_t>(step_position), reduce);
+      if (step_position + 1 < order.size()) b.precede(reduce, order[step_position + 1]);
+      b.set_issue_order(rank, std::move(order));
     }
   }
+}
+
+ir::Graph add_gradient_all_reduce(const ir::Graph& graph, std::int32_t pipeline_ranks,
+                                  const std::vector<std::int64_t>& grad_bytes, ir::DType dtype) {
+  ir::GraphBuilder b(graph);
+  add_gradient_all_reduce(b, pipeline_ranks, grad_bytes, dtype);
   return std::move(b).build();
 }
 

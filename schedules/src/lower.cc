@@ -37,7 +37,7 @@ std::int32_t num_stages(const Order& order) {
 
 }  // namespace
 
-ir::Graph lower(const Order& order, const LoweringOptions& options) {
+ir::GraphBuilder lower_unvalidated(const Order& order, const LoweringOptions& options) {
   Order rows = options.split_backward ? split_backward(order) : order;
   rows = add_p2p(rows, options.p2p);
   if (options.optimizer_step) rows = add_optimizer_step(rows);
@@ -45,16 +45,24 @@ ir::Graph lower(const Order& order, const LoweringOptions& options) {
     throw InvalidConfig("lower: p2p_bytes is " + std::to_string(options.p2p_bytes) +
                         "; expected >= 0");
   }
-  ir::Graph graph = ir::rows_to_graph(rows, {.p2p_bytes = options.p2p_bytes});
+  // An order is one pipeline: rank r is pipeline rank r.
+  ir::GraphBuilder b =
+      ir::rows_to_builder(rows, {.p2p_bytes = options.p2p_bytes, .pipeline_coords = true});
+  // The passes that need a whole graph's indexes validate on the way (rarely used options).
   if (options.encoder_decoder_split) {
-    graph = add_encoder_output_transfers(graph, *options.encoder_decoder_split,
-                                         options.encoder_output_bytes);
+    b = ir::GraphBuilder(add_encoder_output_transfers(
+        std::move(b).build(), *options.encoder_decoder_split, options.encoder_output_bytes));
   }
-  if (options.memory_effects) graph = add_memory_effects(graph, options);
+  if (options.memory_effects) add_memory_effects(b, options);
   if (options.layers.any()) {
-    graph = assign_layers(graph, assign_layers(options.layers, num_stages(order)));
+    b = ir::GraphBuilder(
+        assign_layers(std::move(b).build(), assign_layers(options.layers, num_stages(order))));
   }
-  return graph;
+  return b;
+}
+
+ir::Graph lower(const Order& order, const LoweringOptions& options) {
+  return lower_unvalidated(order, options).build();
 }
 
 }  // namespace metron::schedules

@@ -48,20 +48,20 @@ void note_compute(Roles& roles, Phase phase, TaskId id) {
   if (phase == Phase::kBackwardWeight) roles.weight = id;
 }
 
-std::map<Key, Roles> collect_roles(const ir::Graph& graph) {
+std::map<Key, Roles> collect_roles(const ir::GraphData& data) {
   std::map<Key, Roles> roles;
-  for (std::int32_t i = 0; i < graph.num_tasks(); ++i) {
-    const ir::Task& t = graph.task(TaskId{i});
+  for (std::size_t index = 0; index < data.tasks.size(); ++index) {
+    const ir::Task& t = data.tasks[index];
+    const TaskId i{static_cast<std::int32_t>(index)};
     Key key{t.rank.value(), t.stage.value(), t.microbatch.value()};
     if (const auto* c = std::get_if<ir::Compute>(&t.op)) {
-      if (t.stage.valid() && t.microbatch.valid()) note_compute(roles[key], c->phase, TaskId{i});
+      if (t.stage.valid() && t.microbatch.valid()) note_compute(roles[key], c->phase, i);
       if (c->overlapped) {
         const ir::OverlapPart& o = *c->overlapped;
-        note_compute(roles[Key{t.rank.value(), o.stage.value(), o.microbatch.value()}], o.phase,
-                     TaskId{i});
+        note_compute(roles[Key{t.rank.value(), o.stage.value(), o.microbatch.value()}], o.phase, i);
       }
     } else if (const auto* s = std::get_if<ir::Send>(&t.op)) {
-      if (s->what == ir::P2PKind::kActivation) roles[key].send = TaskId{i};
+      if (s->what == ir::P2PKind::kActivation) roles[key].send = i;
     }
   }
   return roles;
@@ -99,15 +99,19 @@ void add_buffers(ir::GraphBuilder& b, const Key& key, const Roles& roles,
 
 }  // namespace
 
-ir::Graph add_memory_effects(const ir::Graph& graph, const LoweringOptions& options) {
+void add_memory_effects(ir::GraphBuilder& b, const LoweringOptions& options) {
   if (options.activation_bytes < 0 || options.weight_grad_bytes < 0 || options.p2p_bytes < 0) {
     throw InvalidConfig("add_memory_effects: activation_bytes (" +
                         std::to_string(options.activation_bytes) + "), weight_grad_bytes (" +
                         std::to_string(options.weight_grad_bytes) + ") and p2p_bytes (" +
                         std::to_string(options.p2p_bytes) + "); expected each >= 0");
   }
+  for (const auto& [key, roles] : collect_roles(b.data())) add_buffers(b, key, roles, options);
+}
+
+ir::Graph add_memory_effects(const ir::Graph& graph, const LoweringOptions& options) {
   ir::GraphBuilder b(graph);
-  for (const auto& [key, roles] : collect_roles(graph)) add_buffers(b, key, roles, options);
+  add_memory_effects(b, options);
   return std::move(b).build();
 }
 

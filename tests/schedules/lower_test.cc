@@ -11,6 +11,7 @@
 #include "metron/base/error.h"
 #include "metron/ir/action_rows.h"
 #include "metron/ir/deadlock.h"
+#include "metron/ir/rows_graph.h"
 #include "metron/schedules/lowering.h"
 
 namespace metron::schedules {
@@ -98,6 +99,20 @@ TEST(Lower, VPlacementAsyncWithLayersAndBytes) {
     if (c == nullptr || c->phase == ir::Phase::kOptimizer) continue;
     EXPECT_EQ(t.layers, (ir::LayerRange{2 * t.stage.value(), 2 * t.stage.value() + 2}));
   }
+}
+
+// lower() is its passes chained with one validation at the end, and the passes applied one by
+// one (each validating) give the same graph: memory effects on the builder change nothing.
+TEST(Lower, OneValidationGivesTheGraphOfThePassesOneByOne) {
+  const ir::ActionRows rows = ir::parse_rows(kOneFOneB);
+  const LoweringOptions options{.p2p = P2PMode::kAsync, .activation_bytes = 7, .p2p_bytes = 3};
+  const ir::Graph chained = lower(rows, options);
+  const ir::Graph step_by_step =
+      add_memory_effects(ir::rows_to_graph(add_optimizer_step(add_p2p_async(rows)),
+                                           {.p2p_bytes = 3, .pipeline_coords = true}),
+                         options);
+  EXPECT_EQ(chained, step_by_step);
+  EXPECT_EQ(lower_unvalidated(rows, options).build(), chained);
 }
 
 TEST(Lower, BatchedRejectsVPlacement) {

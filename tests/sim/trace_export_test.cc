@@ -73,7 +73,7 @@ TEST(SimulationTrace, OneArrowPerTransferAndTheMetricsBubbles) {
   }
   EXPECT_EQ(bubbles, expected_bubbles);
   EXPECT_EQ(doc.processes.size(), 4U);
-  EXPECT_EQ(doc.processes[1].name, "Rank 1 (pp=0 tp=0 dp=0)");
+  EXPECT_EQ(doc.processes[1].name, "Rank 1 (pp=1 tp=0 dp=0)");  // lower(): rank r is pp rank r
 }
 
 TEST(SimulationTrace, APartialResultStillGivesAValidTrace) {

@@ -302,11 +302,13 @@ void add_groups(GraphBuilder& b, const ActionRows& rows, std::vector<std::string
 
 }  // namespace
 
-Graph rows_to_graph(const ActionRows& rows, const RowsToGraphOptions& options) {
+GraphBuilder rows_to_builder(const ActionRows& rows, const RowsToGraphOptions& options) {
   GraphBuilder b;
   std::vector<std::string> problems;
   for (std::size_t r = 0; r < rows.rows.size(); ++r) {
-    b.add_rank(Rank{.hardware_queues = options.hardware_queues});
+    Rank rank{.hardware_queues = options.hardware_queues};
+    if (options.pipeline_coords) rank.coords.pp = static_cast<std::int32_t>(r);
+    b.add_rank(rank);
   }
   add_groups(b, rows, problems);
   StageOwners owners = owners_of(rows);
@@ -320,7 +322,11 @@ Graph rows_to_graph(const ActionRows& rows, const RowsToGraphOptions& options) {
     if (auto* send = std::get_if<Send>(&op)) send->bytes = options.p2p_bytes;
     if (auto* recv = std::get_if<Recv>(&op)) recv->bytes = options.p2p_bytes;
   }
-  return std::move(b).build();
+  return b;
+}
+
+Graph rows_to_graph(const ActionRows& rows, const RowsToGraphOptions& options) {
+  return rows_to_builder(rows, options).build();
 }
 
 }  // namespace metron::ir

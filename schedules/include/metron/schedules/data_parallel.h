@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "metron/ir/graph.h"
+#include "metron/ir/graph_builder.h"
 
 namespace metron::schedules {
 
@@ -32,5 +33,9 @@ ir::Graph replicate_data_parallel(const ir::Graph& pipeline, std::int32_t replic
 ir::Graph add_gradient_all_reduce(const ir::Graph& graph, std::int32_t pipeline_ranks,
                                   const std::vector<std::int64_t>& grad_bytes,
                                   ir::DType dtype = ir::DType::kFp32);
+/// The same on a builder, before validation (see schedules::lower_unvalidated).
+void add_gradient_all_reduce(ir::GraphBuilder& builder, std::int32_t pipeline_ranks,
+                             const std::vector<std::int64_t>& grad_bytes,
+                             ir::DType dtype = ir::DType::kFp32);
 
 }  // namespace metron::schedules

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "metron/ir/graph.h"
+#include "metron/ir/graph_builder.h"
 #include "metron/schedules/schedule_spec.h"
 
 namespace metron::schedules {
@@ -92,6 +93,8 @@ ir::Graph add_encoder_output_transfers(const ir::Graph& graph, std::int32_t spli
                                        std::int64_t encoder_output_bytes);
 /// Buffers per Note [pipeline memory effects] (memory_effects.cc); tasks keep their ids.
 ir::Graph add_memory_effects(const ir::Graph& graph, const LoweringOptions& options);
+/// The same on a builder, before validation (see lower_unvalidated).
+void add_memory_effects(ir::GraphBuilder& builder, const LoweringOptions& options);
 /// Layer ranges per global stage; throws InvalidConfig when layers do not divide as asked (naming
 /// the nearest valid counts), when per_stage has the wrong length, or when nothing is given.
 std::vector<ir::LayerRange> assign_layers(const LayerAssignment& layers, std::int32_t stages);
@@ -101,5 +104,10 @@ ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange
 
 /// The whole chain. Throws InvalidConfig or InvalidGraph.
 ir::Graph lower(const Order& order, const LoweringOptions& options);
+
+/// lower() up to its final validation: the builder, for callers that add more (the data-parallel
+/// passes) and validate once — build() validates the whole graph each time, which dominates the
+/// cost of building a step. std::move(lower_unvalidated(o, opt)).build() == lower(o, opt).
+ir::GraphBuilder lower_unvalidated(const Order& order, const LoweringOptions& options);
 
 }  // namespace metron::schedules

@@ -31,6 +31,7 @@
 
 #include "metron/ir/action_rows.h"
 #include "metron/ir/graph.h"
+#include "metron/ir/graph_builder.h"
 
 namespace metron::ir {
 
@@ -46,12 +47,20 @@ struct RowsToGraphOptions {
   std::int32_t hardware_queues = 8;
   /// Size of every p2p transfer: the text form has no place for it.
   std::int64_t p2p_bytes = 0;
+  /// The rows are one pipeline: row r is pipeline rank r (RankCoords.pp = r). Off for rows that
+  /// hold data-parallel replicas too, whose layout the text form does not say.
+  bool pipeline_coords = false;
 };
 
 /// Builds and validates the graph the rows describe. Throws InvalidGraph listing every action
 /// that cannot be converted (undeclared group, peer that cannot be inferred, ...) or every
 /// problem the validator finds.
 Graph rows_to_graph(const ActionRows& rows, const RowsToGraphOptions& options = {});
+
+/// rows_to_graph before its validation: the builder, for passes that add to it and then validate
+/// the result once (each build() validates the whole graph). Throws InvalidGraph for actions that
+/// cannot be converted.
+GraphBuilder rows_to_builder(const ActionRows& rows, const RowsToGraphOptions& options = {});
 
 /// The rows of a graph (no idle slots). Throws InvalidConfig naming a task that has no text form
 /// (a compute task without stage and microbatch, a p2p transfer of kind "other").

@@ -79,6 +79,8 @@ std::string result_json(const Evaluation& e) {
     for (const auto& [group, bytes] : m.bytes_sent) {
       sent[group.valid() ? g.group(group).name : std::string("p2p")] = bytes;
     }
+    Json timeline = Json::array();
+    for (const auto& [time, bytes] : m.memory_timeline) timeline.push_back({ms(time), bytes});
     per_rank.push_back({{"rank", r},
                         {"tp", c.tp},
                         {"pp", c.pp},
@@ -90,7 +92,16 @@ std::string result_json(const Evaluation& e) {
                         {"comm_exposed_ms", ms(m.comm_exposed)},
                         {"comm_overlapped_ms", ms(m.comm_overlapped)},
                         {"bytes_sent", sent},
-                        {"peak_memory_bytes", e.peak_memory_bytes[r]}});
+                        {"peak_memory_bytes", e.peak_memory_bytes[r]},
+                        {"activation_memory_timeline", timeline}});
+  }
+  Json critical = Json::array();
+  for (ir::TaskId t : e.result.critical_path) {
+    const sim::TaskTiming& timing = e.result.tasks[t.index()];
+    critical.push_back({{"task", t.value()},
+                        {"what", g.describe(t)},
+                        {"start_ms", ms(timing.start)},
+                        {"end_ms", ms(timing.end)}});
   }
   const double peak_max =
       e.peak_memory_bytes.empty()
@@ -108,7 +119,8 @@ std::string result_json(const Evaluation& e) {
                     {"hbm_capacity_bytes", e.scenario.hardware.gpu.hbm_capacity},
                     {"simulated_ranks", e.result.ranks.size()},
                     {"simulated_tasks", g.num_tasks()},
-                    {"per_rank", per_rank}};
+                    {"per_rank", per_rank},
+                    {"critical_path", critical}};
   return out.dump(2) + "\n";
 }
 

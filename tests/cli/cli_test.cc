@@ -392,10 +392,20 @@ TEST_F(Cli, SimulateFlagsDescribeAScenarioThatSimulatesTheSameFromItsFile) {
   const nlohmann::json scenario = nlohmann::json::parse(read_file(path("s.json")));
   EXPECT_EQ(scenario.at("parallel").at("dp"), 4);
   EXPECT_EQ(scenario.at("schedule").at("name"), "zb-h1");
-  Outcome again = metron("simulate " + path("s.json") + " --json " + path("b.json"));
+  Outcome again = metron("simulate " + path("s.json") + " --json " + path("b.json") + " --trace " +
+                         path("t1.json"));
   ASSERT_EQ(again.code, 0) << again.err;
-  // Deterministic: the same scenario gives byte-identical results.
+  // Deterministic: the same scenario gives byte-identical results and traces.
   EXPECT_EQ(read_file(path("a.json")), read_file(path("b.json")));
+  ASSERT_EQ(metron("simulate " + path("s.json") + " --trace " + path("t2.json")).code, 0);
+  EXPECT_EQ(read_file(path("t1.json")), read_file(path("t2.json")));
+  const nlohmann::json result = nlohmann::json::parse(read_file(path("a.json")));
+  // The critical path runs from the step's start to its end.
+  const nlohmann::json& path_tasks = result.at("critical_path");
+  ASSERT_FALSE(path_tasks.empty());
+  EXPECT_EQ(path_tasks.front().at("start_ms").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(path_tasks.back().at("end_ms").get<double>(),
+                   result.at("iteration_time_ms").get<double>());
 }
 
 TEST_F(Cli, SimulateTakesExplicitStageCosts) {

@@ -117,20 +117,20 @@ void simulate_and_report(benchmark::State& state, const ir::Graph& g) {
 // 16 stages x 48 replicas = 768 ranks, 256 microbatches: about 1.1 million tasks. Argument:
 // compute slow-down during communication, in percent (0 takes the fast path).
 void BM_SimulateOneFOneBStep(benchmark::State& state) {
-  static const ir::Graph g =
+  static const ir::Graph kGraph =
       metron::testing::build_one_f_one_b_step({.pp = 16, .dp = 48, .microbatches = 256});
-  simulate_and_report(state, g);
+  simulate_and_report(state, kGraph);
 }
 BENCHMARK(BM_SimulateOneFOneBStep)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecond);
 
 // Interleaved 1F1B, 32 ranks x 4 chunks, 1,536 microbatches, async p2p: about 1.2 million tasks
 // on few ranks (long streams, few concurrent events).
 void BM_SimulateInterleaved(benchmark::State& state) {
-  static const ir::Graph g = metron::schedules::lower(
+  static const ir::Graph kGraph = metron::schedules::lower(
       metron::schedules::generate_order(
           {.name = "interleaved-1f1b", .pp = 32, .vp = 4, .microbatches = 1536}),
       {.p2p = metron::schedules::P2PMode::kAsync});
-  simulate_and_report(state, g);
+  simulate_and_report(state, kGraph);
 }
 BENCHMARK(BM_SimulateInterleaved)->Arg(0)->Unit(benchmark::kMillisecond);
 

@@ -18,7 +18,8 @@ StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
     throw InvalidConfig("stage costs: layers (" + std::to_string(model.layers) +
                         ") must be divisible by pp·vp (" + std::to_string(stages) + ")");
   }
-  const auto layers = static_cast<double>(model.layers / stages);
+  // Exact: layers divide over the stages (checked above).
+  const double layers = static_cast<double>(model.layers) / static_cast<double>(stages);
   const LayerShape shape = layer_shape(model, spec);
   const LayerPhaseCosts layer = layer_phase_costs(model, shape, spec.recompute, compute);
   const auto part = [&](const std::vector<OpCost>& ops) { return compute.cost(ops).seconds; };
@@ -52,8 +53,8 @@ StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
 std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec) {
   const std::int64_t tokens = spec.microbatch_size * spec.sequence_length(model) / spec.cp;
   const std::int64_t split = spec.sp() ? spec.tp : 1;
-  return static_cast<std::int64_t>(static_cast<double>(tokens * model.hidden / split) *
-                                   element_bytes(model.dtype));
+  const std::int64_t elements = tokens * model.hidden / split;
+  return static_cast<std::int64_t>(static_cast<double>(elements) * element_bytes(model.dtype));
 }
 
 PhaseCost optimizer_step_cost(const ModelSpec& model, const ParallelSpec& spec, StatePolicy policy,

@@ -139,7 +139,8 @@ Step build_step(const Scenario& s, Replication replication) {
   schedules::LoweringOptions lowering{.p2p = p2p_mode(s.schedule)};
   if (s.model) {
     const models::LayerShape shape = models::layer_shape(*s.model, mp);
-    const double layers = static_cast<double>(s.model->layers / layout.model_stages);
+    const double layers =
+        static_cast<double>(s.model->layers) / static_cast<double>(layout.model_stages);
     lowering.activation_bytes = static_cast<std::int64_t>(
         layers * models::layer_activation_bytes(*s.model, shape, mp.recompute));
     // ZB's M_W: what W keeps after I — the linear layers' inputs and output gradients, which

@@ -136,7 +136,9 @@ Step build_step(const Scenario& s, Replication replication) {
                        .p2p = step.costs.p2p * 1e3};
 
   // The graph.
-  schedules::LoweringOptions lowering{.p2p = p2p_mode(s.schedule)};
+  schedules::LoweringOptions lowering{
+      .p2p = p2p_mode(s.schedule),
+      .hardware_queues = static_cast<std::int32_t>(s.hardware.hardware_queues)};
   if (s.model) {
     const models::LayerShape shape = models::layer_shape(*s.model, mp);
     const double layers =

@@ -46,8 +46,9 @@ ir::GraphBuilder lower_unvalidated(const Order& order, const LoweringOptions& op
                         "; expected >= 0");
   }
   // An order is one pipeline: rank r is pipeline rank r.
-  ir::GraphBuilder b =
-      ir::rows_to_builder(rows, {.p2p_bytes = options.p2p_bytes, .pipeline_coords = true});
+  ir::GraphBuilder b = ir::rows_to_builder(rows, {.hardware_queues = options.hardware_queues,
+                                                  .p2p_bytes = options.p2p_bytes,
+                                                  .pipeline_coords = true});
   // The passes that need a whole graph's indexes validate on the way (rarely used options).
   if (options.encoder_decoder_split) {
     b = ir::GraphBuilder(add_encoder_output_transfers(

@@ -53,6 +53,20 @@ TEST(Evaluate, InterleavingDividesTheBubbleByTheChunks) {
   EXPECT_DOUBLE_EQ(e.iteration_time_s, 57e-3);
 }
 
+// With one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1) the device dispatches in issue order:
+// a send posted after a forward holds back the next compute until the send can start, which it
+// cannot before its receiver is ready, so transfers stop overlapping compute.
+TEST(Evaluate, OneHardwareQueueSerialisesTransfersBehindCompute) {
+  Scenario s = explicit_costs("1f1b", 4, 8, R"({"F": 1, "B": 2, "p2p": 0.5})");
+  const Evaluation eight = evaluate(s);
+  s.hardware.hardware_queues = 1;
+  const Evaluation one = evaluate(s);
+  EXPECT_GT(one.iteration_time_s, eight.iteration_time_s);
+  for (std::int32_t r = 0; r < one.step.graph.num_ranks(); ++r) {
+    EXPECT_EQ(one.step.graph.rank(ir::RankId{r}).hardware_queues, 1);
+  }
+}
+
 Scenario small_model(std::int64_t dp) {
   Scenario s;
   s.model = models::model_preset("gpt3-125m");

@@ -5,7 +5,8 @@
 //   1. The schedule generator gives the per-rank compute order for pp ranks and the schedule's
 //      stages (pp·vp for loop and V placement; DualPipe's 2·pp are two copies of pp stages).
 //   2. lower() adds p2p (batched or async), the optimizer step and memory effects (activation
-//      bytes per stage from the memory model, boundary tensors from the model's shape).
+//      bytes per stage from the memory model, boundary tensors from the model's shape); every
+//      rank gets the hardware's queue count (1 = CUDA_DEVICE_MAX_CONNECTIONS=1).
 //   3. Data parallelism (schedules/data_parallel.h): kFull lays dp replicas side by side;
 //      kSymmetric keeps one, since replicas are identical, and charges each collective for the
 //      whole dp group anyway, so a 10,000-GPU step costs no more than its pipeline. Both add the

@@ -59,6 +59,8 @@ struct LayerAssignment {
 
 struct LoweringOptions {
   P2PMode p2p = P2PMode::kAsync;
+  /// Every rank's hardware queues (ir::Rank): 1 reproduces CUDA_DEVICE_MAX_CONNECTIONS=1.
+  std::int32_t hardware_queues = 8;
   bool split_backward = false;  ///< B -> I W
   bool optimizer_step = true;
   bool memory_effects = true;

@@ -11,37 +11,80 @@
 #include <variant>
 
 #include "metron/base/error.h"
+#include "metron/base/huge_pages.h"
 
 namespace metron::sim::detail {
 
+using ir::TaskFacts;
 using ir::TaskId;
+using ir::TaskKind;
 using ir::TaskState;
+
+Time EndQueue::take_earliest(std::vector<std::uint64_t>& orders) {
+  if (buckets_[0].empty()) {
+    // The lowest non-empty bucket holds the earliest time; re-bucketing its events relative to
+    // that time moves each of them to a lower bucket, those at that time to bucket 0.
+    const auto b = static_cast<std::size_t>(std::countr_zero(nonempty_));
+    std::vector<Event>& from = buckets_[b];
+    Time earliest = from.front().time;
+    for (const Event& e : from) earliest = std::min(earliest, e.time);
+    last_ = earliest;
+    for (const Event& e : from) {
+      const std::size_t to = bucket_of(e.time);
+      buckets_[to].push_back(e);
+      nonempty_ |= std::uint64_t{1} << to;
+    }
+    from.clear();
+    nonempty_ &= ~(std::uint64_t{1} << b);
+  }
+  orders.clear();
+  take_last_time(orders);
+  return last_;
+}
+
+void EndQueue::take_last_time(std::vector<std::uint64_t>& orders) {
+  std::vector<Event>& now = buckets_[0];
+  for (const Event& e : now) orders.push_back(e.order);
+  size_ -= now.size();
+  now.clear();
+  nonempty_ &= ~std::uint64_t{1};
+}
 
 Engine::Engine(const ir::Graph& graph, std::span<const Time> durations, const SimOptions& options)
     : graph_(graph),
-      durations_(durations),
+      facts_(graph.flat_index().tasks.data()),
+      effects_(graph.flat_index().buffer_effects.data()),
+      instances_(graph.flat_index().instances.data()),
       state_(graph),
       slowdown_factor_(1.0 + options.compute_slowdown_during_comm),
-      slowdown_(options.compute_slowdown_during_comm > 0),
-      trackers_(static_cast<std::size_t>(graph.num_ranks())) {
+      slowdown_(options.compute_slowdown_during_comm > 0) {
   const auto n = static_cast<std::size_t>(graph.num_tasks());
-  rank_of_.resize(n);
-  flags_.resize(n);
-  setter_.assign(n, TaskId{});
-  timing_.assign(n, TaskTiming{});
-  extra_of_.assign(n, -1);
+  trackers_.reserve(static_cast<std::size_t>(graph.num_ranks()));
+  trackers_.resize(static_cast<std::size_t>(graph.num_ranks()));
+  // Until a task starts, its end holds its duration: one array fewer to read on the hot path.
+  timing_.reserve(n);
+  metron::advise_huge_pages(timing_.data(), n * sizeof(TaskTiming));
+  for (std::size_t i = 0; i < n; ++i) timing_.push_back({-1, durations[i]});
   const auto& buffers = graph.data().buffers;
+  buffer_bytes_.reserve(buffers.size());
+  metron::advise_huge_pages(buffer_bytes_.data(), buffers.size() * sizeof(std::int64_t));
+  for (const ir::Buffer& b : buffers) buffer_bytes_.push_back(b.bytes);
+  // A buffer lives until its allocator and every user completed (ir::Buffer).
+  buffer_users_left_.reserve(buffers.size());
+  metron::advise_huge_pages(buffer_users_left_.data(), buffers.size() * sizeof(std::int32_t));
   buffer_users_left_.assign(buffers.size(), 0);
-  buffer_bytes_.resize(buffers.size());
-  for (std::size_t b = 0; b < buffers.size(); ++b) buffer_bytes_[b] = buffers[b].bytes;
-  const auto tasks = graph.tasks();
-  for (std::size_t i = 0; i < n; ++i) {
-    const ir::Task& task = tasks[i];
-    rank_of_[i] = task.rank.value();
-    flags_[i] = task.kind() == ir::TaskKind::kCompute ? kCompute
-                : task.is_communication()             ? kComm
-                                                      : kHostWait;
-    add_extra(task, i);
+  for (const ir::BufferId b : graph.flat_index().buffer_effects) ++buffer_users_left_[b.index()];
+  // A buffer adds at most two points to its rank's memory timeline: its allocation and its
+  // release (it has exactly one allocator, and only tasks of its rank use it; validated).
+  std::vector<std::size_t> buffers_of(trackers_.size(), 0);
+  for (const ir::Buffer& b : buffers) ++buffers_of[b.rank.index()];
+  memory_points_.reserve(2 * buffers.size());
+  metron::advise_huge_pages(memory_points_.data(), 2 * buffers.size() * sizeof(memory_points_[0]));
+  memory_points_.resize(2 * buffers.size());
+  std::size_t first = 0;
+  for (std::size_t r = 0; r < trackers_.size(); ++r) {
+    trackers_[r].set_memory_points(memory_points_.data() + first);
+    first += 2 * buffers_of[r];
   }
   if (slowdown_) {
     slowing_comms_.assign(trackers_.size(), 0);
@@ -49,89 +92,47 @@ Engine::Engine(const ir::Graph& graph, std::span<const Time> durations, const Si
   }
 }
 
-void Engine::add_extra(const ir::Task& task, std::size_t i) {
-  Extra extra{};
-  if (const auto* s = std::get_if<ir::Send>(&task.op)) {
-    extra.bytes = s->bytes;
-  } else if (const auto* c = std::get_if<ir::Collective>(&task.op)) {
-    extra.bytes = c->bytes;
-    extra.group = c->group;
-  }
-  if (extra.bytes == 0 && task.allocates.empty() && task.uses.empty()) return;
-  // A buffer lives until its allocator and every user completed (ir::Buffer).
-  extra.allocates_begin = static_cast<std::uint32_t>(effects_.size());
-  for (ir::BufferId b : task.allocates) {
-    ++buffer_users_left_[b.index()];
-    effects_.push_back(b.value());
-  }
-  extra.uses_begin = static_cast<std::uint32_t>(effects_.size());
-  for (ir::BufferId b : task.uses) {
-    ++buffer_users_left_[b.index()];
-    effects_.push_back(b.value());
-  }
-  extra.uses_end = static_cast<std::uint32_t>(effects_.size());
-  extra_of_[i] = static_cast<std::int32_t>(extras_.size());
-  extras_.push_back(extra);
-  flags_[i] |= kExtra;
-}
-
 bool Engine::run() {
-  collect(TaskId{});
   for (;;) {
     start_ready();
-    if (heap_.empty()) break;
-    now_ = heap_.front().time;
-    while (!heap_.empty() && heap_.front().time == now_) {
-      std::pop_heap(heap_.begin(), heap_.end(), Later{});
-      const TaskId t{static_cast<std::int32_t>(heap_.back().order & 0xffff'ffffU)};
-      heap_.pop_back();
-      // Lazy invalidation: a slowed-down task leaves its earlier end times behind in the heap.
-      if (timing_[t.index()].end != now_ || state_.state(t) != TaskState::kRunning) continue;
-      finish_task(t);
-    }
+    if (queue_.empty()) break;
+    now_ = queue_.take_earliest(batch_);
+    finish_batch();
   }
   return state_.done();
 }
 
-void Engine::collect(TaskId setter) {
-  while (state_.any_startable()) {
-    state_.pop_startable(unit_);
-    const auto begin = static_cast<std::uint32_t>(ready_tasks_.size());
-    ready_tasks_.insert(ready_tasks_.end(), unit_.begin(), unit_.end());
-    ready_units_.push_back({begin, static_cast<std::uint32_t>(ready_tasks_.size()), setter});
-  }
-}
-
 void Engine::start_ready() {
-  // Starting a task can make its hardware-queue successor startable: the list grows meanwhile.
-  for (std::size_t i = 0; i < ready_units_.size(); ++i) start_unit(ready_units_[i]);
-  ready_units_.clear();
-  ready_tasks_.clear();
-}
-
-void Engine::start_unit(const ReadyUnit unit) {
-  // The members of an instance run together for the longest of their durations; host waits
-  // take no time.
-  Time duration = 0;
-  for (std::uint32_t i = unit.begin; i < unit.end; ++i) {
-    const TaskId t = ready_tasks_[i];
-    if ((flags_[t.index()] & kHostWait) == 0) duration = std::max(duration, durations_[t.index()]);
-  }
-  for (std::uint32_t i = unit.begin; i < unit.end; ++i) {
-    start_task(ready_tasks_[i], duration, unit.setter);
+  // Starting a task can make its hardware-queue successor startable: the FIFO grows meanwhile.
+  ir::StartableUnit unit;
+  while (state_.pop_startable(unit)) {
+    if (unit.instance < 0) {
+      // Host waits take no time.
+      const std::size_t i = unit.task.index();
+      start_task(unit.task, facts_[i].kind == TaskKind::kHostWait ? 0 : timing_[i].end);
+      continue;
+    }
+    // The members of an instance run together for the longest of their durations.
+    Time duration = 0;
+    for (const TaskId m : unit.members) duration = std::max(duration, timing_[m.index()].end);
+    for (const TaskId m : unit.members) start_task(m, duration);
   }
 }
 
-void Engine::start_task(TaskId t, Time duration, TaskId setter) {
+void Engine::start_task(TaskId t, Time duration) {
   const std::size_t i = t.index();
-  const auto r = static_cast<std::size_t>(rank_of_[i]);
+  const TaskFacts& f = facts_[i];
+  const std::size_t r = f.rank.index();
   state_.start(t);
-  setter_[i] = setter;
+  if (f.stream_successor.valid()) {
+    // What starting the stream successor will read (the state machine fetches the rest).
+    const std::size_t n = f.stream_successor.index();
+    __builtin_prefetch(&timing_[n]);
+  }
   timing_[i].start = now_;
   Time end = now_ + duration;
   RankTracker& tracker = trackers_[r];
-  if (duration > 0 && (flags_[i] & kCompute) != 0) {
-    flags_[i] |= kTracked;
+  if (duration > 0 && f.kind == TaskKind::kCompute) {
     if (tracker.starts_after_gap(now_)) {
       const auto [cause, waited_on] = gap_cause(t);
       tracker.compute_started(now_, cause, waited_on);
@@ -144,37 +145,61 @@ void Engine::start_task(TaskId t, Time duration, TaskId setter) {
         end = now_ + std::llround(static_cast<double>(duration) * slowdown_factor_);
       }
     }
-  } else if (duration > 0 && (flags_[i] & kComm) != 0) {
-    flags_[i] |= kTracked;
+  } else if (duration > 0 && f.kind != TaskKind::kHostWait) {
     tracker.comm_started(now_);
     if (slowdown_ && slowing_comms_[r]++ == 0) retime(r, 1.0, slowdown_factor_);
   }
-  if ((flags_[i] & kExtra) != 0) {
-    const Extra& extra = extras_[static_cast<std::size_t>(extra_of_[i])];
-    for (std::uint32_t e = extra.allocates_begin; e < extra.uses_begin; ++e) {
-      tracker.allocate(now_, buffer_bytes_[static_cast<std::size_t>(effects_[e])]);
-    }
+  for (std::int32_t e = f.allocates_begin; e < f.uses_begin; ++e) {
+    tracker.allocate(now_, buffer_bytes_[effects_[e].index()]);
   }
   timing_[i].end = end;
   push_end(t, end);
-  collect(t);
 }
 
-void Engine::push_end(TaskId t, Time end) {
-  // Ranks and task ids are non-negative, so (rank, task) order is the order of this packing.
-  const std::uint64_t order = (static_cast<std::uint64_t>(rank_of_[t.index()]) << 32U) |
-                              static_cast<std::uint64_t>(t.value());
-  heap_.push_back({end, order});
-  std::push_heap(heap_.begin(), heap_.end(), Later{});
+void Engine::finish_batch() {
+  std::sort(batch_.begin(), batch_.end());
+  // The batch says which tasks complete next: fetch their state a few tasks ahead, so that the
+  // fetches overlap the completions before them. With bench/sim_bench's 1F1B step this took
+  // ~116 ms to ~110 ms; distances 2, 4 and 8 measured alike within the noise.
+  constexpr std::size_t kPrefetchDistance = 4;
+  const auto task_of = [](std::uint64_t order) {
+    return TaskId{static_cast<std::int32_t>(order & 0xffff'ffffU)};
+  };
+  for (std::size_t k = 0; k < std::min(kPrefetchDistance, batch_.size()); ++k) {
+    state_.prefetch(task_of(batch_[k]));
+  }
+  for (std::size_t k = 0; k < batch_.size(); ++k) {
+    if (k + kPrefetchDistance < batch_.size()) {
+      const TaskId ahead = task_of(batch_[k + kPrefetchDistance]);
+      state_.prefetch(ahead);
+      __builtin_prefetch(&timing_[ahead.index()]);
+    }
+    const TaskId t = task_of(batch_[k]);
+    // Lazy invalidation: a slowed-down task leaves its earlier end times behind in the queue.
+    // Without slow-down every task has exactly one end, so every event is due.
+    if (slowdown_ && (timing_[t.index()].end != now_ || state_.state(t) != TaskState::kRunning)) {
+      continue;
+    }
+    finish_task(t);
+    // Re-timing can move an end to now_ itself: it is due in this batch, in (rank, task) order
+    // among the ends not completed yet.
+    if (slowdown_ && queue_.has_last_time()) {
+      queue_.take_last_time(batch_);
+      std::sort(batch_.begin() + static_cast<std::ptrdiff_t>(k) + 1, batch_.end());
+    }
+  }
 }
 
 void Engine::finish_task(TaskId t) {
   const std::size_t i = t.index();
-  const auto r = static_cast<std::size_t>(rank_of_[i]);
+  const TaskFacts& f = facts_[i];
+  const std::size_t r = f.rank.index();
   RankTracker& tracker = trackers_[r];
-  const std::uint8_t f = flags_[i];
-  if ((f & kTracked) != 0) {
-    if ((f & kCompute) != 0) {
+  // Reported to the tracker at its start exactly when it had a positive duration and is not a
+  // host wait; those, and only those, end later than they start (a slowed-down or re-timed end
+  // only grows, or is now_ > start).
+  if (timing_[i].end > timing_[i].start) {
+    if (f.kind == TaskKind::kCompute) {
       tracker.compute_ended(now_);
       if (slowdown_) {
         auto& running = running_compute_[r];
@@ -189,17 +214,16 @@ void Engine::finish_task(TaskId t) {
       if (slowdown_ && --slowing_comms_[r] == 0) retime(r, slowdown_factor_, 1.0);
     }
   }
-  if ((f & kExtra) != 0) {
-    const Extra& extra = extras_[static_cast<std::size_t>(extra_of_[i])];
-    if (extra.bytes != 0) tracker.add_bytes_sent(extra.group, extra.bytes);
-    for (std::uint32_t e = extra.allocates_begin; e < extra.uses_end; ++e) {
-      const auto b = static_cast<std::size_t>(effects_[e]);
-      if (--buffer_users_left_[b] == 0) tracker.release(now_, buffer_bytes_[b]);
-    }
+  if (f.kind == TaskKind::kSend || f.kind == TaskKind::kCollective) {
+    const ir::CommFacts& c = instances_[f.comm_instance];
+    if (c.bytes != 0) tracker.add_bytes_sent(c.group, c.bytes);
+  }
+  for (std::int32_t e = f.allocates_begin; e < f.uses_end; ++e) {
+    const std::size_t b = effects_[e].index();
+    if (--buffer_users_left_[b] == 0) tracker.release(now_, buffer_bytes_[b]);
   }
   state_.complete(t);
   last_completed_ = t;
-  collect(t);
 }
 
 void Engine::retime(std::size_t rank, double old_factor, double new_factor) {
@@ -216,15 +240,17 @@ void Engine::retime(std::size_t rank, double old_factor, double new_factor) {
 }
 
 std::pair<BubbleCause, TaskId> Engine::gap_cause(TaskId t) const {
-  TaskId by = setter_[t.index()];
+  TaskId by = state_.cause(t);
   if (!by.valid()) return {BubbleCause::kOther, TaskId{}};
   // A host wait that released the host stands for what it waited on (Megatron's batched p2p
   // waits on its receives).
-  if ((flags_[by.index()] & kHostWait) != 0) by = std::get<ir::HostWait>(graph_.task(by).op).target;
-  switch (graph_.task(by).kind()) {
-    case ir::TaskKind::kRecv:
+  if (facts_[by.index()].kind == TaskKind::kHostWait) {
+    by = std::get<ir::HostWait>(graph_.task(by).op).target;
+  }
+  switch (facts_[by.index()].kind) {
+    case TaskKind::kRecv:
       return {BubbleCause::kWaitRecv, by};
-    case ir::TaskKind::kCollective:
+    case TaskKind::kCollective:
       return {BubbleCause::kWaitCollective, by};
     default:
       return {BubbleCause::kOther, by};
@@ -233,7 +259,7 @@ std::pair<BubbleCause, TaskId> Engine::gap_cause(TaskId t) const {
 
 std::vector<TaskId> Engine::critical_path() const {
   std::vector<TaskId> path;
-  for (TaskId t = last_completed_; t.valid(); t = setter_[t.index()]) path.push_back(t);
+  for (TaskId t = last_completed_; t.valid(); t = state_.cause(t)) path.push_back(t);
   std::reverse(path.begin(), path.end());
   return path;
 }
@@ -242,6 +268,12 @@ SimResult Engine::take_result() {
   SimResult result;
   result.makespan = last_completed_.valid() ? timing_[last_completed_.index()].end : 0;
   result.critical_path = critical_path();
+  if (!state_.done()) {
+    // Tasks that never started still hold their durations.
+    for (TaskTiming& t : timing_) {
+      if (t.start < 0) t.end = -1;
+    }
+  }
   result.tasks = std::move(timing_);
   result.ranks.reserve(trackers_.size());
   for (RankTracker& tracker : trackers_) result.ranks.push_back(tracker.finish(result.makespan));

@@ -1,6 +1,8 @@
 #pragma once
 // Private: the event loop behind sim::simulate (Note [simulation semantics] in simulator.h).
 
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -12,8 +14,53 @@
 
 namespace metron::sim::detail {
 
+/// Pending task ends, earliest first: a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster
+/// algorithms for the shortest path problem", 1990) keyed by end time. It relies on the queue
+/// being monotone — no end is ever earlier than the last time taken out, as a task ends no
+/// earlier than now — and then pushes in O(1) and moves each event between buckets a few times
+/// at most, instead of a binary heap's log2(running tasks) unpredictable compares per push and
+/// pop. Events of one time come out together, in no particular order; the engine sorts them.
+class EndQueue {
+ public:
+  struct Event {
+    Time time;
+    std::uint64_t order;  ///< rank in the high half, task id in the low half
+  };
+
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// `time` must not be earlier than the last time taken.
+  void push(Time time, std::uint64_t order) {
+    const std::size_t b = bucket_of(time);
+    buckets_[b].push_back({time, order});
+    nonempty_ |= std::uint64_t{1} << b;
+    ++size_;
+  }
+  /// Whether events of the last time taken were pushed since it was taken.
+  [[nodiscard]] bool has_last_time() const noexcept { return !buckets_[0].empty(); }
+  /// Replaces `orders` with the orders of every event of the earliest time and returns that
+  /// time. Not empty().
+  Time take_earliest(std::vector<std::uint64_t>& orders);
+  /// Appends the orders of the events pushed at the last time taken since it was taken.
+  void take_last_time(std::vector<std::uint64_t>& orders);
+
+ private:
+  /// Bucket 0 holds events at last_; bucket b > 0 those whose time first differs from last_ in
+  /// bit b − 1 (times are non-negative and not earlier than last_, so b <= 63).
+  [[nodiscard]] std::size_t bucket_of(Time time) const noexcept {
+    return static_cast<std::size_t>(
+        std::bit_width(static_cast<std::uint64_t>(time) ^ static_cast<std::uint64_t>(last_)));
+  }
+
+  std::array<std::vector<Event>, 64> buckets_;
+  std::uint64_t nonempty_ = 0;  ///< bit b: buckets_[b] holds events
+  Time last_ = 0;
+  std::size_t size_ = 0;
+};
+
 /// One run over one graph. ir::OrderingState decides what may start; the engine decides when,
-/// keeps the pending ends in a heap, and feeds every start and end to the per-rank trackers.
+/// keeps the pending ends in an EndQueue, and feeds every start and end to the per-rank
+/// trackers. Per task it reads the graph's flat arrays (ir::FlatIndex) and writes the task's
+/// timing: never the (large) ir::Task.
 class Engine {
  public:
   /// `durations` must already be checked (one non-negative entry per task).
@@ -29,74 +76,42 @@ class Engine {
   [[nodiscard]] SimResult take_result();
 
  private:
-  /// A pending task end. Ordered by (time, rank, task): Note [simulation semantics].
-  struct Event {
-    Time time;
-    std::uint64_t order;  ///< rank in the high half, task id in the low half
-  };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const noexcept {
-      return a.time > b.time || (a.time == b.time && a.order > b.order);
-    }
-  };
-  /// A launch unit made startable by `setter`'s start or completion: ready_tasks_[begin, end).
-  struct ReadyUnit {
-    std::uint32_t begin;
-    std::uint32_t end;
-    ir::TaskId setter;
-  };
   /// A compute task running while its rank's compute may be slowed down.
   struct RunningCompute {
     ir::TaskId task;
     double remaining;  ///< work left, in nanoseconds at full speed
     Time since;        ///< when `remaining` was last brought up to date
   };
-  /// What the hot path needs of a task that has memory effects or sends bytes, copied out of the
-  /// (large) ir::Task once so that the run never reads a Task again.
-  struct Extra {
-    std::uint32_t allocates_begin;  ///< effects_[allocates_begin, uses_begin): buffers allocated
-    std::uint32_t uses_begin;       ///< effects_[uses_begin, uses_end): buffers used
-    std::uint32_t uses_end;
-    ir::GroupId group;       ///< collective's group; none for a Send
-    std::int64_t bytes = 0;  ///< bytes sent (Send, Collective), else 0
-  };
-  enum Flag : std::uint8_t {
-    kCompute = 1,
-    kComm = 2,
-    kHostWait = 4,
-    kExtra = 8,     ///< has an Extra
-    kTracked = 16,  ///< its start was reported to its rank's tracker (positive duration)
-  };
 
-  /// Moves every unit the state machine now reports startable to the ready list.
-  void collect(ir::TaskId setter);
-  /// Starts every ready unit at now_, including those made startable meanwhile.
+  /// Starts every startable unit at now_, including those made startable meanwhile.
   void start_ready();
-  void start_unit(ReadyUnit unit);
-  void start_task(ir::TaskId t, Time duration, ir::TaskId setter);
+  void start_task(ir::TaskId t, Time duration);
+  /// Completes the ends due at now_ (batch_), in (rank, task) order.
+  void finish_batch();
   void finish_task(ir::TaskId t);
-  void push_end(ir::TaskId t, Time end);
-  void add_extra(const ir::Task& task, std::size_t i);
+  void push_end(ir::TaskId t, Time end) {
+    // Ranks and task ids are non-negative, so (rank, task) order is the order of this packing.
+    queue_.push(end, (static_cast<std::uint64_t>(facts_[t.index()].rank.value()) << 32U) |
+                         static_cast<std::uint64_t>(t.value()));
+  }
   /// Re-times the running compute tasks of `rank` after its slow-down factor changed.
   void retime(std::size_t rank, double old_factor, double new_factor);
   [[nodiscard]] std::pair<BubbleCause, ir::TaskId> gap_cause(ir::TaskId t) const;
   [[nodiscard]] std::vector<ir::TaskId> critical_path() const;
 
   const ir::Graph& graph_;
-  std::span<const Time> durations_;
+  // graph_.flat_index()
+  const ir::TaskFacts* facts_;
+  const ir::BufferId* effects_;
+  const ir::CommFacts* instances_;
   ir::OrderingState state_;
   double slowdown_factor_;  ///< 1 + compute_slowdown_during_comm
   bool slowdown_;           ///< whether the factor differs from 1 at all
 
-  // Per task.
-  std::vector<std::int32_t> rank_of_;
-  std::vector<std::uint8_t> flags_;
-  std::vector<ir::TaskId> setter_;  ///< whose start or completion made the task startable
+  // Per task. A task was reported to its rank's tracker (it has a positive duration and is not
+  // a HostWait) exactly when its end is later than its start: see finish_task. What set its
+  // start (whose start or completion made it startable) is state_.cause().
   std::vector<TaskTiming> timing_;
-  std::vector<std::int32_t> extra_of_;  ///< index into extras_, or -1
-
-  std::vector<Extra> extras_;
-  std::vector<std::int32_t> effects_;  ///< buffer indices, ranges of extras_
 
   // Per buffer.
   std::vector<std::int64_t> buffer_bytes_;
@@ -104,14 +119,14 @@ class Engine {
 
   // Per rank.
   std::vector<RankTracker> trackers_;
+  /// Every rank's memory timeline, in consecutive slices (RankTracker::set_memory_points).
+  std::vector<std::pair<Time, std::int64_t>> memory_points_;
   std::vector<std::int32_t> slowing_comms_;  ///< running communication tasks (slow-down only)
   std::vector<std::vector<RunningCompute>> running_compute_;  ///< slow-down only
 
   Time now_ = 0;
-  std::vector<Event> heap_;
-  std::vector<ir::TaskId> ready_tasks_;
-  std::vector<ReadyUnit> ready_units_;
-  std::vector<ir::TaskId> unit_;  ///< scratch for pop_startable
+  EndQueue queue_;
+  std::vector<std::uint64_t> batch_;  ///< the ends due at now_, as EndQueue::Event::order
   ir::TaskId last_completed_;
 };
 

@@ -156,5 +156,49 @@ TEST(Ordering, StartingATaskThatMayNotStartIsAnInternalError) {
   EXPECT_THROW(s.complete(z), InternalError);
 }
 
+TEST(Ordering, UnitsNameTheTaskWhoseStartOrCompletionMadeThemStartable) {
+  // Rank 0: a then z on one stream. Rank 1: busy then the receive of a's send on one stream.
+  GraphBuilder b;
+  RankId r0 = b.add_rank();
+  RankId r1 = b.add_rank();
+  StreamId c0 = b.add_stream(r0, "compute");
+  StreamId c1 = b.add_stream(r1, "compute");
+  TaskId a = b.add(compute(r0, c0, Phase::kForward, 0, 0));
+  TaskId z = b.add(compute(r0, c0, Phase::kForward, 0, 1));
+  TaskId sd = b.add(after(send(r0, b.add_stream(r0, "pp"), 1, 64, 1), a));
+  TaskId busy = b.add(compute(r1, c1, Phase::kForward, 1, 0));
+  TaskId rv = b.add(recv(r1, c1, 0, 64, 1));
+  const Graph g = std::move(b).build();
+  OrderingState s(g);
+  StartableUnit unit;
+  // From the outset: a and busy, caused by nothing.
+  ASSERT_TRUE(s.pop_startable(unit));
+  EXPECT_EQ(unit.instance, -1);
+  EXPECT_EQ(unit.task, a);
+  EXPECT_TRUE(unit.members.empty());
+  EXPECT_FALSE(unit.cause.valid());
+  s.start(a);
+  ASSERT_TRUE(s.pop_startable(unit));
+  EXPECT_EQ(unit.task, busy);
+  s.start(busy);
+  EXPECT_FALSE(s.pop_startable(unit));
+  // busy completes: the receive is locally ready, its send is not; nothing to start.
+  s.complete(busy);
+  EXPECT_FALSE(s.pop_startable(unit));
+  // a completes: z (stream) and the pair (a was the send's dependency, and the last condition
+  // of the instance), both caused by a, in the order their last condition was met.
+  s.complete(a);
+  ASSERT_TRUE(s.pop_startable(unit));
+  EXPECT_EQ(unit.task, z);
+  EXPECT_EQ(unit.cause, a);
+  EXPECT_EQ(s.cause(z), a);
+  ASSERT_TRUE(s.pop_startable(unit));
+  EXPECT_EQ(unit.instance, g.comm_instance(sd));
+  EXPECT_THAT(unit.members, ElementsAre(sd, rv));
+  EXPECT_EQ(unit.cause, a);
+  EXPECT_EQ(s.cause(rv), a);
+  EXPECT_FALSE(s.pop_startable(unit));
+}
+
 }  // namespace
 }  // namespace metron::ir

@@ -321,6 +321,20 @@ TEST(Simulator, SameInputGivesIdenticalResults) {
   EXPECT_GT(a.makespan, 0);
 }
 
+// Without slow-down the engine skips the slow-down bookkeeping (every task has exactly one end);
+// with a slow-down factor but no communication that takes time, that bookkeeping runs and must
+// never change a thing: communication of zero duration never slows compute down.
+TEST(Simulator, SlowDownWithoutTimedCommunicationGivesTheResultOfNoSlowDown) {
+  const Graph g = metron::testing::build_one_f_one_b_step({.pp = 4, .dp = 3, .microbatches = 8});
+  std::vector<Time> d(static_cast<std::size_t>(g.num_tasks()), 0);
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (g.tasks()[i].kind() == TaskKind::kCompute) d[i] = static_cast<Time>(100 + (i * 37) % 501);
+  }
+  const SimResult plain = simulate(g, d);
+  EXPECT_EQ(simulate(g, d, {.compute_slowdown_during_comm = 0.5}), plain);
+  EXPECT_GT(plain.makespan, 0);
+}
+
 TEST(Simulator, RejectsDurationsOfTheWrongSize) {
   const Graph g = metron::testing::build_one_f_one_b_step({});
   const std::vector<Time> d(3, 1);

@@ -100,4 +100,12 @@ std::span<const TaskId> Graph::comm_members(std::int32_t instance) const {
   return impl_->comm_members.row(static_cast<std::size_t>(instance));
 }
 
+FlatIndex Graph::flat_index() const noexcept {
+  return {.tasks = impl_->task_facts,
+          .dependents = impl_->dependents.items,
+          .buffer_effects = impl_->buffer_effects,
+          .instances = impl_->comm_facts,
+          .comm_members = impl_->comm_members.items};
+}
+
 }  // namespace metron::ir

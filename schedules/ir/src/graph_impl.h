@@ -47,6 +47,10 @@ struct Graph::Impl {
   CompressedRows dependents;  ///< per task
   std::vector<std::int32_t> comm_instance;
   CompressedRows comm_members;
+  // FlatIndex (graph_index.cc).
+  std::vector<TaskFacts> task_facts;
+  std::vector<BufferId> buffer_effects;
+  std::vector<CommFacts> comm_facts;
 };
 
 /// Validates everything (validate.cc); problems empty means the graph is well formed.

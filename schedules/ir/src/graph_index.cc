@@ -1,9 +1,12 @@
-// Indexes of a validated graph: stream FIFOs, hardware-queue order, dependents. Computed once at
-// build() so the simulator's and the executor's inner loops only read arrays.
+// Indexes of a validated graph: stream FIFOs, hardware-queue order, dependents, the flat arrays of
+// FlatIndex. Computed once at build() so the simulator's and the executor's inner loops only read
+// arrays.
 
 #include <utility>
+#include <variant>
 
 #include "graph_impl.h"
+#include "metron/base/huge_pages.h"
 
 namespace metron::ir {
 namespace {
@@ -54,6 +57,63 @@ void index_issue_order(Graph::Impl& g) {
   for (const auto& fifo : per_stream) g.stream_tasks.add_row(fifo);
 }
 
+/// The arrays of FlatIndex, from the tasks and the indexes computed before.
+void index_flat(Graph::Impl& g) {
+  const auto& tasks = g.data.tasks;
+  const auto offset = [](std::size_t n) { return static_cast<std::int32_t>(n); };
+  g.task_facts.reserve(tasks.size());
+  advise_huge_pages(g.task_facts.data(), tasks.size() * sizeof(TaskFacts));
+  g.task_facts.resize(tasks.size());
+  std::size_t num_effects = 0;
+  for (const Task& task : tasks) num_effects += task.allocates.size() + task.uses.size();
+  g.buffer_effects.reserve(num_effects);
+  advise_huge_pages(g.buffer_effects.data(), num_effects * sizeof(BufferId));
+  const std::size_t instances = g.comm_members.num_rows();
+  g.comm_facts.reserve(instances);
+  advise_huge_pages(g.comm_facts.data(), instances * sizeof(CommFacts));
+  g.comm_facts.resize(instances);
+  // The members move to huge pages too (validation built them): the simulator reads them for
+  // every instance it starts.
+  std::vector<TaskId> members;
+  members.reserve(g.comm_members.items.size());
+  advise_huge_pages(members.data(), g.comm_members.items.size() * sizeof(TaskId));
+  members.assign(g.comm_members.items.begin(), g.comm_members.items.end());
+  g.comm_members.items = std::move(members);
+  for (std::size_t i = 0; i < g.comm_facts.size(); ++i) {
+    g.comm_facts[i].members_begin = g.comm_members.offsets[i];
+    g.comm_facts[i].members_end = g.comm_members.offsets[i + 1];
+  }
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const Task& task = tasks[i];
+    TaskFacts& f = g.task_facts[i];
+    f.rank = task.rank;
+    f.kind = task.kind();
+    f.stream_successor = g.stream_succ[i];
+    f.queue_successor = g.queue_succ[i];
+    f.comm_instance = g.comm_instance[i];
+    f.conditions = static_cast<std::int32_t>(task.deps.size());
+    if (g.stream_pred[i].valid()) ++f.conditions;
+    if (g.queue_pred[i].valid()) ++f.conditions;
+    if (f.kind == TaskKind::kHostWait) ++f.conditions;
+    f.dependents_begin = g.dependents.offsets[i];
+    f.dependents_end = g.dependents.offsets[i + 1];
+    f.allocates_begin = offset(g.buffer_effects.size());
+    g.buffer_effects.insert(g.buffer_effects.end(), task.allocates.begin(), task.allocates.end());
+    f.uses_begin = offset(g.buffer_effects.size());
+    g.buffer_effects.insert(g.buffer_effects.end(), task.uses.begin(), task.uses.end());
+    f.uses_end = offset(g.buffer_effects.size());
+    if (f.comm_instance >= 0) {
+      CommFacts& c = g.comm_facts[static_cast<std::size_t>(f.comm_instance)];
+      if (const auto* s = std::get_if<Send>(&task.op)) {
+        c.bytes = s->bytes;
+      } else if (const auto* k = std::get_if<Collective>(&task.op)) {
+        c.bytes = k->bytes;
+        c.group = k->group;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 // Counting sort into one array: a graph of a million tasks gets two allocations, not a million.
@@ -76,7 +136,10 @@ CompressedRows dependents_of(const GraphData& data, const std::vector<char>& usa
   rows.offsets.assign(n + 1, 0);
   for_each_edge([&](TaskId from, TaskId) { ++rows.offsets[from.index() + 1]; });
   for (std::size_t i = 0; i < n; ++i) rows.offsets[i + 1] += rows.offsets[i];
-  rows.items.resize(static_cast<std::size_t>(rows.offsets[n]));
+  const auto num_edges = static_cast<std::size_t>(rows.offsets[n]);
+  rows.items.reserve(num_edges);
+  advise_huge_pages(rows.items.data(), num_edges * sizeof(TaskId));
+  rows.items.resize(num_edges);
   std::vector<std::int32_t> fill(rows.offsets.begin(), rows.offsets.end() - 1);
   for_each_edge([&](TaskId from, TaskId to) {
     rows.items[static_cast<std::size_t>(fill[from.index()]++)] = to;
@@ -93,6 +156,7 @@ Graph::Impl build_graph_index(GraphData data, Validation validation) {
   index_streams(g);
   index_issue_order(g);
   g.dependents = std::move(validation.dependents);
+  index_flat(g);
   return g;
 }
 

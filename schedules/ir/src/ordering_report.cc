@@ -12,7 +12,7 @@ namespace metron::ir {
 
 std::string OrderingState::partner_status(TaskId partner) const {
   const Task& task = graph_.task(partner);
-  switch (state_[partner.index()]) {
+  switch (state(partner)) {
     case TaskState::kNotIssued:
       return fmt::format("which rank {} has not issued", task.rank.value());
     case TaskState::kReady:
@@ -29,19 +29,18 @@ std::string OrderingState::partner_status(TaskId partner) const {
 
 std::string OrderingState::why_waiting(TaskId task) const {
   const Task& t = graph_.task(task);
-  if (state_[task.index()] == TaskState::kNotIssued) {
+  if (state(task) == TaskState::kNotIssued) {
     return fmt::format("is not issued: the host of rank {} is stopped at task {}", t.rank.value(),
                        host_blocked_on_[t.rank.index()].value());
   }
   std::vector<std::string> reasons;
-  const auto unfinished = [&](TaskId d) { return state_[d.index()] != TaskState::kCompleted; };
+  const auto unfinished = [&](TaskId d) { return state(d) != TaskState::kCompleted; };
   if (const TaskId p = graph_.stream_predecessor(task); p.valid() && unfinished(p)) {
     reasons.push_back(fmt::format("is queued behind {}", graph_.describe(p)));
   }
   if (const TaskId q = graph_.queue_predecessor(task);
-      q.valid() &&
-      (state_[q.index()] == TaskState::kNotIssued || state_[q.index()] == TaskState::kWaiting ||
-       state_[q.index()] == TaskState::kReady)) {
+      q.valid() && (state(q) == TaskState::kNotIssued || state(q) == TaskState::kWaiting ||
+                    state(q) == TaskState::kReady)) {
     reasons.push_back(fmt::format("is behind {} on hardware queue {}", graph_.describe(q),
                                   graph_.queue_of(t.stream)));
   }
@@ -69,20 +68,20 @@ std::vector<std::string> OrderingState::describe_blocked() const {
     for (StreamId s : graph_.streams_of(rank)) {
       const auto fifo = graph_.stream_tasks(s);
       std::size_t head = 0;
-      while (head < fifo.size() && state_[fifo[head].index()] == TaskState::kCompleted) ++head;
+      while (head < fifo.size() && state(fifo[head]) == TaskState::kCompleted) ++head;
       if (head == fifo.size()) continue;
       const TaskId t = fifo[head];
       const auto behind = fifo.size() - head - 1;
       std::string line =
           fmt::format("rank {} stream \"{}\": {} ", r, graph_.stream(s).name, graph_.describe(t));
-      if (state_[t.index()] == TaskState::kReady) {
+      if (state(t) == TaskState::kReady) {
         line += "is ready but waits for its partners:";
         for (TaskId m : graph_.comm_members(graph_.comm_instance(t))) {
-          if (m != t && state_[m.index()] != TaskState::kReady) {
+          if (m != t && state(m) != TaskState::kReady) {
             line += fmt::format("\n      {}, {}", graph_.describe(m), partner_status(m));
           }
         }
-      } else if (state_[t.index()] == TaskState::kRunning) {
+      } else if (state(t) == TaskState::kRunning) {
         continue;
       } else {
         line += why_waiting(t);

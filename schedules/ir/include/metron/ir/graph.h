@@ -72,6 +72,50 @@ struct GraphData {
   friend bool operator==(const GraphData&, const GraphData&) = default;
 };
 
+/// What the interpreters' inner loops read of every task, packed into 44 bytes and indexed by
+/// TaskId (FlatIndex::tasks), derived at build() from the Task and the indexes of Graph. A run
+/// over a million tasks then touches one record per task instead of a ~250-byte Task and a dozen
+/// separate index arrays (each one more cache line and TLB entry per rank it advances on).
+struct TaskFacts {
+  RankId rank;
+  TaskId stream_successor;          ///< Graph::stream_successor
+  TaskId queue_successor;           ///< Graph::queue_successor
+  std::int32_t comm_instance = -1;  ///< Graph::comm_instance
+  /// Conditions 2-4 of Note [ordering rules] (ir/ordering.h) the task starts with: one for a
+  /// stream predecessor, one for a hardware-queue predecessor, one per dependency, one for a
+  /// HostWait's target. Issuing it (rule 1) is one more.
+  std::int32_t conditions = 0;
+  /// Graph::dependents(id) is FlatIndex::dependents[dependents_begin, dependents_end).
+  std::int32_t dependents_begin = 0;
+  std::int32_t dependents_end = 0;
+  /// FlatIndex::buffer_effects[allocates_begin, uses_begin) is Task::allocates,
+  /// [uses_begin, uses_end) is Task::uses.
+  std::int32_t allocates_begin = 0;
+  std::int32_t uses_begin = 0;
+  std::int32_t uses_end = 0;
+  TaskKind kind = TaskKind::kCompute;
+};
+
+/// A communication instance (FlatIndex::instances). Its members agree on bytes (validated), and
+/// a Send or collective member reports them as sent.
+struct CommFacts {
+  std::int64_t bytes = 0;
+  GroupId group;  ///< a collective's group; none for a send–recv pair
+  /// Graph::comm_members(instance) is FlatIndex::comm_members[members_begin, members_end).
+  std::int32_t members_begin = 0;
+  std::int32_t members_end = 0;
+};
+
+/// The per-task and per-instance arrays an interpreter's inner loop reads (Graph::flat_index()),
+/// as spans over storage the Graph owns.
+struct FlatIndex {
+  std::span<const TaskFacts> tasks;          ///< by TaskId
+  std::span<const TaskId> dependents;        ///< every task's dependents, back to back
+  std::span<const BufferId> buffer_effects;  ///< every task's allocates then uses, back to back
+  std::span<const CommFacts> instances;      ///< by communication instance
+  std::span<const TaskId> comm_members;      ///< every instance's members, back to back
+};
+
 /// "task 12 (rank 1, stage 1, microbatch 3): backward on stream "compute"". Robust to dangling ids,
 /// so validation can use it before the graph is known to be well formed.
 std::string describe_task(const GraphData& data, TaskId id);
@@ -124,6 +168,9 @@ class Graph {
   /// Instance of a communication task; -1 for compute and host-wait tasks.
   [[nodiscard]] std::int32_t comm_instance(TaskId id) const;
   [[nodiscard]] std::span<const TaskId> comm_members(std::int32_t instance) const;
+
+  /// Flat arrays for interpreters' inner loops (FlatIndex).
+  [[nodiscard]] FlatIndex flat_index() const noexcept;
 
   [[nodiscard]] std::string describe(TaskId id) const { return describe_task(data(), id); }
 

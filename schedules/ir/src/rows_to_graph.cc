@@ -304,6 +304,10 @@ void add_groups(GraphBuilder& b, const ActionRows& rows, std::vector<std::string
 
 GraphBuilder rows_to_builder(const ActionRows& rows, const RowsToGraphOptions& options) {
   GraphBuilder b;
+  std::size_t actions = 0;
+  for (const auto& row : rows.rows) actions += row.size();
+  // Room for the actions plus what later passes add (a gradient all-reduce per rank, ...).
+  b.reserve_tasks(actions + 2 * rows.rows.size());
   std::vector<std::string> problems;
   for (std::size_t r = 0; r < rows.rows.size(); ++r) {
     Rank rank{.hardware_queues = options.hardware_queues};

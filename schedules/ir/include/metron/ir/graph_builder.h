@@ -38,6 +38,8 @@ class GraphBuilder {
   BufferId add_buffer(RankId rank, std::int64_t bytes, std::string name);
   /// Adds a task at the end of its rank's issue order.
   TaskId add(Task task);
+  /// Makes room for `tasks` tasks in all, so adding them moves none (a Task is large).
+  void reserve_tasks(std::size_t tasks) { data_.tasks.reserve(tasks); }
   /// Makes `after` wait for `before` (an event wait when they are on different streams).
   void precede(TaskId before, TaskId after);
   /// Replaces a rank's issue order.

@@ -6,7 +6,7 @@
 #include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
-#include "metron/base/json_error_text.h"
+#include "metron/base/json_parse.h"
 #include "metron/models/stage_costs.h"
 
 namespace metron::cli {
@@ -26,13 +26,7 @@ std::vector<double> in_ms(const std::vector<double>& seconds) {
 
 schedules::StageTimes read_scenario_costs(const std::string& path) {
   const std::string text = read_file(path);
-  Json root;
-  try {
-    root = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    throw ParseError(path, line, column, short_json_reason(e.what()));
-  }
+  const Json root = parse_json_document<Json>(text, path);
   if (!root.is_object() || !root.contains("costs") || !root.at("costs").is_object()) {
     throw ParseError(path, 0, 0,
                      "expected an object with \"costs\": {\"F\": [...], \"I\": [...], "

@@ -6,6 +6,7 @@
 
 #include "metron/base/error.h"
 #include "metron/base/json_error_text.h"
+#include "metron/base/json_parse.h"
 
 namespace metron::models::detail {
 void fail(const std::string& path, std::string what) { throw PathError{path, std::move(what)}; }
@@ -60,14 +61,7 @@ bool read_bool(const Json& v, const std::string& path) {
 }
 
 Json parse_json(std::string_view text, const std::string& source) {
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    throw ParseError(source, line, column, "malformed JSON: " + short_json_reason(e.what()));
-  } catch (const Json::exception& e) {
-    throw ParseError(source, 0, 0, "malformed JSON: " + short_json_reason(e.what()));
-  }
+  return parse_json_document<Json>(text, source);
 }
 
 std::string dump_line(const Json& value, const std::string& what) {

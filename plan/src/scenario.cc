@@ -8,7 +8,7 @@
 
 #include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
-#include "metron/base/json_error_text.h"
+#include "metron/base/json_parse.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/schedules/registry.h"
@@ -196,13 +196,7 @@ Scenario default_scenario() {
 }
 
 Scenario scenario_from_json(std::string_view text, const std::string& source) {
-  Json root;
-  try {
-    root = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    throw ParseError(source, line, column, short_json_reason(e.what()));
-  }
+  const Json root = parse_json_document<Json>(text, source);
   try {
     return read_scenario(root, source);
   } catch (const PathError& e) {

@@ -86,6 +86,9 @@ TEST(Scenario, UnknownKeysAnywhereAreErrorsThatNameThem) {
 TEST(Scenario, BadValuesNameTheirPlace) {
   EXPECT_THAT([] { (void)scenario_from_json("{\"parallel\": {}\n, }", "s.json"); },
               ThrowsMessage<ParseError>(HasSubstr("s.json:2:")));
+  // A number too large for a double has no position; it is still bad input, not a crash.
+  EXPECT_THAT([] { (void)scenario_from_json(R"({"parallel": {"tp": 1e400}})", "s.json"); },
+              ThrowsMessage<ParseError>(HasSubstr("s.json: malformed JSON: number overflow")));
   EXPECT_THAT([] { (void)scenario_from_json(R"({"parallel": {"tp": 0}})", "s.json"); },
               ThrowsMessage<ParseError>(HasSubstr("tp: expected a positive integer, got 0")));
   EXPECT_THAT(

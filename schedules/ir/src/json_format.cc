@@ -17,6 +17,7 @@
 #include "metron/base/error.h"
 #include "metron/base/json_error_text.h"
 #include "metron/base/json_layout.h"
+#include "metron/base/json_parse.h"
 #include "metron/ir/graph_builder.h"
 
 namespace metron::ir {
@@ -469,15 +470,7 @@ GraphData read_graph_data(const Json& root, Diagnostics* diagnostics) {
 }
 
 Json parse(std::string_view text, const std::string& source) {
-  try {
-    return Json::parse(text.begin(), text.end());
-  } catch (const Json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    throw ParseError(source, line, column, "malformed JSON: " + short_json_reason(e.what()));
-  } catch (const Json::exception& e) {
-    // A number too large for a double ("1e400") is an out_of_range error without a position.
-    throw ParseError(source, 0, 0, "malformed JSON: " + short_json_reason(e.what()));
-  }
+  return parse_json_document<Json>(text, source);
 }
 
 }  // namespace

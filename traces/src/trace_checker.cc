@@ -1,14 +1,8 @@
 #include "metron/traces/trace_checker.h"
 
-#include <zlib.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,8 +15,8 @@
 #include <vector>
 
 #include "metron/base/error.h"
-#include "metron/base/file_io.h"
 #include "metron/base/json_error_text.h"
+#include "trace_text.h"
 
 // The rules are TRACES.md §4.4; each check cites the importer behaviour (§1.6, §2.8) that makes
 // the rule necessary. Every check collects: one broken event never hides another.
@@ -179,24 +173,6 @@ RawFacts scan_raw_text(std::string_view text) {
     }
   }
   return facts;
-}
-
-/// The rank HTA reads: the first line matching `"rank":\s+(\d+)` (§2.8).
-std::optional<std::int64_t> rank_hta_reads(std::string_view text) {
-  constexpr std::string_view kKey = "\"rank\":";
-  for (std::size_t at = text.find(kKey); at != std::string_view::npos;
-       at = text.find(kKey, at + 1)) {
-    const std::size_t colon = at + kKey.size() - 1;
-    if (!rank_followed_by_space(text, colon)) continue;
-    std::size_t k = colon + 1;
-    while (is_line_space(text[k])) ++k;
-    std::int64_t value = 0;
-    while (k < text.size() && text[k] >= '0' && text[k] <= '9' && value < kIdLimit) {
-      value = value * 10 + (text[k++] - '0');
-    }
-    return value;
-  }
-  return std::nullopt;
 }
 
 class Checker {
@@ -761,7 +737,7 @@ bool check_top_level(const Json& root, std::string_view text, const TraceCheckOp
           "distributedInfo.rank is written without whitespace after \"rank\":; "
           "HTA's regex \"rank\":\\s+(\\d+) needs it, write \"rank\": " +
           std::to_string(*rank));
-    } else if (const auto read = rank_hta_reads(text); read && *read != *rank) {
+    } else if (const auto read = detail::rank_hta_reads(text); read && *read != *rank) {
       violations.push_back("HTA reads rank " + std::to_string(*read) +
                            " from an earlier \"rank\": " + std::to_string(*read) +
                            ", not distributedInfo.rank " + std::to_string(*rank));
@@ -779,41 +755,28 @@ bool check_top_level(const Json& root, std::string_view text, const TraceCheckOp
   return true;
 }
 
-/// `bytes` gunzipped (every member, as gzip -d does), or nullopt when they are not valid gzip.
-std::optional<std::string> gunzip(const std::string& bytes) {
-  z_stream stream{};
-  // windowBits 15 + 16: gzip wrapper only (zlib manual, inflateInit2).
-  constexpr int kGzipWindowBits = 15 + 16;
-  if (inflateInit2(&stream, kGzipWindowBits) != Z_OK) return std::nullopt;
-  std::string out;
-  std::vector<char> buffer(std::size_t{1} << 16);
-  // zlib's interface is not const-correct; inflate only reads next_in.
-  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
-  std::size_t left = bytes.size();
-  constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
-  int result = Z_OK;
-  while (true) {
-    if (stream.avail_in == 0 && left > 0) {
-      stream.avail_in = static_cast<uInt>(std::min(left, kMaxChunk));
-      left -= stream.avail_in;
+}  // namespace
+
+namespace detail {
+
+std::optional<std::int64_t> rank_hta_reads(std::string_view text) {
+  constexpr std::string_view kKey = "\"rank\":";
+  for (std::size_t at = text.find(kKey); at != std::string_view::npos;
+       at = text.find(kKey, at + 1)) {
+    const std::size_t colon = at + kKey.size() - 1;
+    if (!rank_followed_by_space(text, colon)) continue;
+    std::size_t k = colon + 1;
+    while (is_line_space(text[k])) ++k;
+    std::int64_t value = 0;
+    while (k < text.size() && text[k] >= '0' && text[k] <= '9' && value < kIdLimit) {
+      value = value * 10 + (text[k++] - '0');
     }
-    stream.next_out = reinterpret_cast<Bytef*>(buffer.data());
-    stream.avail_out = static_cast<uInt>(buffer.size());
-    result = inflate(&stream, Z_NO_FLUSH);
-    out.append(buffer.data(), buffer.size() - stream.avail_out);
-    if (result == Z_STREAM_END) {
-      if (stream.avail_in == 0 && left == 0) break;
-      inflateReset(&stream);  // another gzip member follows
-      continue;
-    }
-    if (result != Z_OK && !(result == Z_BUF_ERROR && stream.avail_out == 0)) break;
+    return value;
   }
-  inflateEnd(&stream);
-  if (result != Z_STREAM_END) return std::nullopt;
-  return out;
+  return std::nullopt;
 }
 
-}  // namespace
+}  // namespace detail
 
 std::vector<std::string> check_chrome_trace(std::string_view text,
                                             const TraceCheckOptions& options) {
@@ -834,74 +797,6 @@ std::vector<std::string> check_chrome_trace(std::string_view text,
   if (!check_top_level(root, text, options, raw, violations)) return violations;
   std::vector<std::string> events = Checker(root["traceEvents"], options).run(raw);
   violations.insert(violations.end(), events.begin(), events.end());
-  return violations;
-}
-
-namespace {
-
-/// The file's bytes, and whether they are gzip that did not decompress.
-std::pair<std::string, bool> read_trace_bytes(const std::string& path) {
-  // read_file words a missing or unreadable file as every other command does (bad input).
-  std::string bytes = read_file(path);
-  // gzip by its magic bytes 1f 8b (RFC 1952 §2.3.1), as Perfetto sniffs it, not by the name.
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1F &&
-      static_cast<unsigned char>(bytes[1]) == 0x8B) {
-    std::optional<std::string> text = gunzip(bytes);
-    if (!text) return {std::string(), true};
-    return {std::move(*text), false};
-  }
-  return {std::move(bytes), false};
-}
-
-}  // namespace
-
-std::string read_chrome_trace_text(const std::string& path) {
-  auto [text, broken_gzip] = read_trace_bytes(path);
-  if (broken_gzip) throw InvalidConfig("'" + path + "' starts like gzip but does not decompress");
-  return std::move(text);
-}
-
-std::vector<std::string> check_chrome_trace_file(const std::string& path,
-                                                 const TraceCheckOptions& options) {
-  const auto [text, broken_gzip] = read_trace_bytes(path);
-  if (broken_gzip) return {"the file starts like gzip but does not decompress"};
-  return check_chrome_trace(text, options);
-}
-
-std::vector<std::string> check_chrome_trace_directory(const std::string& directory,
-                                                      const TraceCheckOptions& options) {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  std::error_code ec;
-  for (fs::directory_iterator it(directory, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string extension = it->path().extension().string();
-    if (it->is_regular_file() && (extension == ".json" || extension == ".gz")) {
-      files.push_back(it->path().string());
-    }
-  }
-  if (ec) throw IoError("cannot list '" + directory + "': " + ec.message());
-  std::sort(files.begin(), files.end());  // directory order is not deterministic
-  std::vector<std::string> violations;
-  std::map<std::int64_t, std::string> owner;
-  for (const std::string& file : files) {
-    const std::string name = fs::path(file).filename().string();
-    const auto [text, broken_gzip] = read_trace_bytes(file);
-    if (broken_gzip) {
-      violations.push_back(name + ": the file starts like gzip but does not decompress");
-      continue;
-    }
-    for (const std::string& v : check_chrome_trace(text, options)) {
-      violations.push_back(name + ": " + v);
-    }
-    // HTA gives a file without a match rank 0, and a later file with the same rank replaces
-    // the earlier one (TRACES.md §2.8).
-    const std::int64_t rank = rank_hta_reads(text).value_or(0);
-    const auto [it, inserted] = owner.emplace(rank, name);
-    if (!inserted) {
-      violations.push_back(name + ": HTA reads rank " + std::to_string(rank) + ", as in " +
-                           it->second + "; HTA keeps one file per rank");
-    }
-  }
   return violations;
 }
 

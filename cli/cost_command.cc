@@ -287,8 +287,9 @@ std::string policy_names() {
   std::string out;
   for (auto policy :
        {models::StatePolicy::kDdp, models::StatePolicy::kMegatronDdp,
-        models::StatePolicy::kMegatronDistopt, models::StatePolicy::kZero1,
-        models::StatePolicy::kZero2, models::StatePolicy::kZero3, models::StatePolicy::kFsdp}) {
+        models::StatePolicy::kMegatronDistopt, models::StatePolicy::kFairscaleSdp,
+        models::StatePolicy::kZero1, models::StatePolicy::kZero2, models::StatePolicy::kZero3,
+        models::StatePolicy::kFsdp1, models::StatePolicy::kFsdp2}) {
     out += (out.empty() ? "" : ", ") + std::string(to_string(policy));
   }
   return out;

@@ -7,16 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "collective_listing.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/ir/action_rows.h"
 #include "metron/ir/json_format.h"
+#include "metron/plan/scenario.h"
+#include "metron/plan/step_builder.h"
 #include "metron/schedules/lowering.h"
 #include "metron/schedules/order_checks.h"
 #include "metron/schedules/registry.h"
 #include "metron/schedules/user_order.h"
 #include "scenario_costs.h"
 #include "schedule_grid.h"
+#include "spec_loading.h"
+#include "sync_flags.h"
 
 namespace metron::cli {
 namespace {
@@ -35,6 +40,13 @@ struct ScheduleOptions {
   std::string p2p = "async";
   std::string format = "text";
   std::string output = "-";
+  // --sync: the step with its data-parallel collectives, sized from a model.
+  SyncFlags sync;
+  std::optional<std::string> model;
+  std::string hardware = "dgx-h100";
+  std::int64_t tp = 1;
+  std::int64_t dp = 2;
+  bool sp = false;
 };
 
 std::int32_t num_stages(const schedules::ScheduleInfo& info, const schedules::ScheduleSpec& spec) {
@@ -92,7 +104,51 @@ schedules::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
   return order;
 }
 
+/// --sync: the scenario the flags describe, built as `metron simulate` builds it (with the
+/// tensor-parallel collectives too), listing what every rank issues.
+void run_with_sync(const ScheduleOptions& o) {
+  if (!o.order_file.empty()) {
+    throw InvalidConfig(
+        "schedule: --sync builds a generated schedule; expected --schedule, not "
+        "--order");
+  }
+  if (!o.model) {
+    throw InvalidConfig(
+        "schedule: --sync needs --model (a preset or JSON file) to size the buckets");
+  }
+  if (o.format != "text" && o.format != "json") {
+    throw InvalidConfig(
+        "schedule: with --sync, expected --format text (the collectives) or json "
+        "(the whole graph), got " +
+        o.format);
+  }
+  if (o.spec.pp < 1 || o.spec.microbatches < 1) {
+    throw InvalidConfig("schedule: --pp and --microbatches are required");
+  }
+  plan::Scenario s;
+  s.model = load_model(*o.model);
+  s.hardware = load_hardware(o.hardware);
+  const schedules::ScheduleInfo& info = schedules::find_schedule(o.spec.name);
+  s.parallel = {.tp = o.tp,
+                .pp = o.spec.pp,
+                .dp = o.dp,
+                .vp = o.vp.value_or(info.fixed_vp != 0 ? info.fixed_vp : 1),
+                .sequence_parallel = o.sp,
+                .num_microbatches = o.spec.microbatches,
+                .seq_len = s.model->seq_len};
+  s.schedule = {
+      .name = o.spec.name,
+      .group_size = o.spec.group_size,
+      .p2p = o.p2p == "batched" ? schedules::P2PMode::kBatched : schedules::P2PMode::kAsync,
+      .memory_limit = o.spec.memory_limit};
+  s.sync = apply_sync_flags(o.sync, {});
+  const plan::Step step = plan::build_step(s);
+  write_file_atomically(
+      o.output, o.format == "json" ? ir::to_json(step.graph) : collective_listing(step.graph));
+}
+
 void run_schedule(ScheduleOptions o) {
+  if (o.sync.policy) return run_with_sync(o);
   std::int32_t stages = 0;
   const schedules::Order order = make_order(o, stages);
   if (o.encoder_decoder_split && o.format != "json") {
@@ -164,6 +220,14 @@ void add_schedule_command(CLI::App& app) {
                   "with --with-comms: async (isend/irecv, overlap_p2p_comm) or batched (Megatron's "
                   "blocking exchanges)")
       ->check(CLI::IsMember({"async", "batched"}));
+  add_sync_flags(*cmd, o->sync);
+  CLI::Option_group& sized = *cmd->add_option_group(
+      "With --sync", "the model and sizes that give the collectives their bytes");
+  sized.add_option("--model", o->model, "model preset or JSON file");
+  sized.add_option("--hardware", o->hardware, "hardware preset or JSON file (dgx-h100)");
+  sized.add_option("--tp", o->tp, "tensor-parallel size (1)");
+  sized.add_option("--dp", o->dp, "data-parallel size (2)");
+  sized.add_flag("--sp", o->sp, "sequence parallelism");
   cmd->add_option("--format", o->format, "text, csv, grid or json (the lowered graph)")
       ->check(CLI::IsMember({"text", "csv", "grid", "json"}));
   cmd->add_option("-o,--output", o->output, "file to write (default: stdout), written atomically");
@@ -173,7 +237,9 @@ void add_schedule_command(CLI::App& app) {
       "  metron schedule --schedule interleaved-1f1b --pp 4 --vp 2 -m 8 --format grid\n"
       "  metron schedule --schedule zb-v --pp 4 -m 8 --with-comms\n"
       "  metron schedule --schedule zb-auto --pp 4 -m 8 --memory-limit 8 --scenario s.json\n"
-      "  metron schedule --order my-schedule.csv --with-comms --format json -o step.json\n");
+      "  metron schedule --order my-schedule.csv --with-comms --format json -o step.json\n"
+      "  metron schedule --schedule 1f1b --pp 2 -m 4 --with-comms --sync megatron-distopt \\\n"
+      "      --overlap-grad-reduce --overlap-param-gather --model llama2-7b --dp 8\n");
   cmd->callback([o] { run_schedule(*o); });
 }
 

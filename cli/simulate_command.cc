@@ -13,6 +13,7 @@
 #include "metron/sim/trace_export.h"
 #include "metron/traces/chrome_trace_writer.h"
 #include "spec_loading.h"
+#include "sync_flags.h"
 
 namespace metron::cli {
 namespace {
@@ -31,7 +32,7 @@ struct SimulateOptions {
   std::optional<std::string> schedule;
   std::optional<std::int32_t> group_size, memory_limit;
   std::optional<std::string> p2p;
-  std::optional<std::string> sync;
+  SyncFlags sync;
   bool full = false;
   std::string trace;
   std::string json;
@@ -84,7 +85,7 @@ plan::Scenario scenario_of(const SimulateOptions& o) {
     s.schedule.p2p =
         *o.p2p == "batched" ? schedules::P2PMode::kBatched : schedules::P2PMode::kAsync;
   }
-  if (o.sync) s.policy = *models::parse_state_policy(*o.sync);
+  s.sync = apply_sync_flags(o.sync, s.sync);
   return s;
 }
 
@@ -139,7 +140,9 @@ void add_simulate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "simulate",
       "Simulate one training step: build the task graph of a scenario (schedule, p2p, optimizer\n"
-      "step, data-parallel gradient all-reduce) and run it through the discrete-event simulator\n"
+      "step, tensor/context/expert-parallel collectives inside the layers, and the data-parallel\n"
+      "sync policy's gradient and parameter collectives) and run it through the discrete-event "
+      "simulator\n"
       "with durations from the cost models or from the scenario's explicit per-stage costs.\n"
       "Prints iteration time, tokens/s, MFU, pipeline bubble, exposed communication and peak\n"
       "memory per pipeline rank against the GPU's capacity. Without a scenario file and flags it\n"
@@ -169,13 +172,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--memory-limit", o->memory_limit, "zb-auto's memory limit");
   cmd->add_option("--p2p", o->p2p, "batched (Megatron's default) or async")
       ->check(CLI::IsMember({"batched", "async"}));
-  cmd->add_option("--sync", o->sync,
-                  "data-parallel policy: ddp, megatron-ddp, megatron-distopt, zero1, zero2, "
-                  "zero3, fsdp (memory; every policy all-reduces gradients after the backward "
-                  "until the sync policies land)")
-      ->check([](const std::string& name) {
-        return models::parse_state_policy(name) ? std::string() : "unknown policy '" + name + "'";
-      });
+  add_sync_flags(*cmd, o->sync);
   cmd->add_flag("--full", o->full,
                 "simulate every data-parallel replica instead of one (same result, slower)");
   cmd->add_option("--trace", o->trace,

@@ -64,6 +64,23 @@ void check_bytes(std::vector<std::string>& problems, std::int64_t bytes) {
   }
 }
 
+// nccl-tests' PERFORMANCE.md: the multiple of S a ring moves over each rank's link, which makes
+// busbw comparable to the link's bandwidth whatever the rank count.
+double bus_factor(CommOp op, double n) {
+  switch (op) {
+    case CommOp::kAllReduce:
+      return 2 * (n - 1) / n;
+    case CommOp::kReduceScatter:
+    case CommOp::kAllGather:
+    case CommOp::kAllToAll:
+      return (n - 1) / n;
+    case CommOp::kBroadcast:
+    case CommOp::kReduce:
+      return 1;
+  }
+  return 1;
+}
+
 std::string op_where(CommOp op) { return "collective " + std::string(to_string(op)); }
 
 // The simulator prices every collective task through here, so the valid case builds no strings.
@@ -223,26 +240,17 @@ double bus_bandwidth(CommOp op, std::int64_t bytes, std::int64_t ranks, double s
   if (bytes > 0) detail::check_positive(problems, "seconds", seconds);
   detail::throw_if_problems("bus bandwidth of " + std::string(to_string(op)), problems);
   if (bytes == 0) return 0;
+  return double(bytes) / seconds * bus_factor(op, double(ranks));
+}
 
-  // nccl-tests' PERFORMANCE.md: the factor that makes busbw comparable to the link's bandwidth
-  // whatever the rank count, since a ring moves that multiple of S over each rank's link.
-  const double n = double(ranks);
-  double factor = 1;
-  switch (op) {
-    case CommOp::kAllReduce:
-      factor = 2 * (n - 1) / n;
-      break;
-    case CommOp::kReduceScatter:
-    case CommOp::kAllGather:
-    case CommOp::kAllToAll:
-      factor = (n - 1) / n;
-      break;
-    case CommOp::kBroadcast:
-    case CommOp::kReduce:
-      factor = 1;
-      break;
-  }
-  return double(bytes) / seconds * factor;
+double wire_bytes(CommOp op, std::int64_t bytes, std::int64_t ranks) {
+  std::vector<std::string> problems;
+  check_bytes(problems, bytes);
+  detail::check_positive(problems, "ranks", ranks);
+  detail::throw_if_problems("wire bytes of " + std::string(to_string(op)), problems);
+  // A one-rank group sends nothing, though nccl-tests' broadcast/reduce factor stays 1 there.
+  if (ranks == 1) return 0;
+  return double(bytes) * bus_factor(op, double(ranks));
 }
 
 }  // namespace metron::models

@@ -4,6 +4,7 @@
 #include "metron/models/memory_model.h"
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "metron/models/parameter_count.h"
@@ -12,14 +13,19 @@
 namespace metron::models {
 namespace {
 
-constexpr detail::EnumNames<StatePolicy, 7> kStatePolicyNames{
+constexpr detail::EnumNames<StatePolicy, 9> kStatePolicyNames{
     {{StatePolicy::kDdp, "ddp"},
      {StatePolicy::kMegatronDdp, "megatron-ddp"},
      {StatePolicy::kMegatronDistopt, "megatron-distopt"},
+     {StatePolicy::kFairscaleSdp, "fairscale-sdp"},
      {StatePolicy::kZero1, "zero1"},
      {StatePolicy::kZero2, "zero2"},
      {StatePolicy::kZero3, "zero3"},
-     {StatePolicy::kFsdp, "fsdp"}}};
+     {StatePolicy::kFsdp1, "fsdp1"},
+     {StatePolicy::kFsdp2, "fsdp2"}}};
+
+// The name FSDP1 had while it was metron's only FSDP policy (parse_state_policy).
+constexpr std::string_view kFsdp1Alias = "fsdp";
 
 // Adam keeps two fp32 moments per parameter (ZeRO paper §3.1: K = 12 = fp32 master copy 4 + 8).
 constexpr double kAdamMomentBytes = 8;
@@ -170,6 +176,7 @@ std::string_view to_string(StatePolicy policy) noexcept {
 }
 
 std::optional<StatePolicy> parse_state_policy(std::string_view name) noexcept {
+  if (name == kFsdp1Alias) return StatePolicy::kFsdp1;
   return detail::parse_name(kStatePolicyNames, name);
 }
 
@@ -189,6 +196,7 @@ StateLayout state_layout(StatePolicy policy, Precision model_dtype) {
       }
       if (policy == StatePolicy::kMegatronDistopt) layout.sharding = Sharding::kOptimizer;
       break;
+    case StatePolicy::kFairscaleSdp:  // OSS shards the optimizer; gradients stay full size
     case StatePolicy::kZero1:
       layout.sharding = Sharding::kOptimizer;
       break;
@@ -196,7 +204,8 @@ StateLayout state_layout(StatePolicy policy, Precision model_dtype) {
       layout.sharding = Sharding::kGradients;
       break;
     case StatePolicy::kZero3:
-    case StatePolicy::kFsdp:
+    case StatePolicy::kFsdp1:
+    case StatePolicy::kFsdp2:
       layout.sharding = Sharding::kWeights;
       break;
   }

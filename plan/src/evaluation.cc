@@ -134,7 +134,7 @@ std::string summary_text(const Evaluation& e) {
       s.hardware.name, p.tp, p.pp, p.dp, p.vp, p.cp, p.microbatch_size,
       p.microbatches().value_or(0), s.schedule.name,
       p2p_mode(s.schedule) == schedules::P2PMode::kBatched ? "batched" : "async",
-      models::to_string(s.policy));
+      schedules::to_string(s.sync.policy));
   out += fmt::format("  iteration time        {:.3f} ms\n", e.iteration_time_s * 1e3);
   if (s.model) {
     out += fmt::format("  throughput            {:.0f} tokens/s, {:.1f} TFLOP/s per GPU\n",

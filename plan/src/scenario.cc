@@ -6,48 +6,23 @@
 #include <set>
 #include <vector>
 
+#include "json_paths.h"
 #include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
 #include "metron/base/json_parse.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/schedules/registry.h"
+#include "sync_json.h"
 
 namespace metron::plan {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-/// A wrong value at a JSON path, turned into a ParseError naming the source at the top.
-struct PathError {
-  std::string path;
-  std::string what;
-};
-
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw PathError{path, what};
-}
-
-std::string brief(const Json& v) {
-  std::string text = v.dump();
-  return text.size() > 40 ? text.substr(0, 37) + "..." : text;
-}
-
-/// Every key of `object` must be one of `known`: a typo must not be silently ignored.
-void require_known_keys(const Json& object, const std::string& path,
-                        std::initializer_list<std::string_view> known) {
-  if (!object.is_object())
-    fail(path.empty() ? "top level" : path, "expected an object, got " + brief(object));
-  for (const auto& item : object.items()) {
-    bool found = false;
-    for (std::string_view k : known) found = found || k == item.key();
-    if (!found) {
-      std::string names;
-      for (std::string_view k : known) names += (names.empty() ? "" : ", ") + std::string(k);
-      fail((path.empty() ? "" : path + ".") + item.key(), "unknown key; expected one of " + names);
-    }
-  }
-}
+using detail::brief;
+using detail::fail;
+using detail::Json;
+using detail::PathError;
+using detail::require_known_keys;
 
 /// Runs a models reader on a sub-object; its unknown keys become errors naming the key's path.
 template <class Read>
@@ -58,14 +33,6 @@ auto read_nested(const Json& value, const std::string& source, const std::string
     throw ParseError(source, 0, 0, key + "." + diagnostics.messages().front());
   }
   return out;
-}
-
-std::int32_t read_int32(const Json& v, const std::string& path) {
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0 ||
-      v.get<std::int64_t>() > std::numeric_limits<std::int32_t>::max()) {
-    fail(path, "expected a positive integer, got " + brief(v));
-  }
-  return v.get<std::int32_t>();
 }
 
 schedules::P2PMode read_p2p(const Json& v, const std::string& path) {
@@ -84,27 +51,12 @@ ScheduleChoice read_schedule(const Json& v) {
   }
   const auto optional_int = [&](const char* key) -> std::optional<std::int32_t> {
     if (!v.contains(key) || v[key].is_null()) return std::nullopt;
-    return read_int32(v[key], std::string("schedule.") + key);
+    return detail::read_positive_int32(v[key], std::string("schedule.") + key);
   };
   s.group_size = optional_int("group_size");
   s.memory_limit = optional_int("memory_limit");
   if (v.contains("p2p") && !v["p2p"].is_null()) s.p2p = read_p2p(v["p2p"], "schedule.p2p");
   return s;
-}
-
-models::StatePolicy read_sync(const Json& v) {
-  require_known_keys(v, "sync", {"policy"});
-  if (!v.contains("policy")) return models::StatePolicy::kDdp;
-  const Json& p = v["policy"];
-  const std::optional<models::StatePolicy> policy =
-      p.is_string() ? models::parse_state_policy(p.get<std::string>()) : std::nullopt;
-  if (!policy) {
-    fail("sync.policy",
-         "expected one of ddp, megatron-ddp, megatron-distopt, zero1, zero2, "
-         "zero3, fsdp, got " +
-             brief(p));
-  }
-  return *policy;
 }
 
 Scenario read_scenario(const Json& root, const std::string& source) {
@@ -138,7 +90,7 @@ Scenario read_scenario(const Json& root, const std::string& source) {
   if (root.contains("schedule") && !root["schedule"].is_null()) {
     s.schedule = read_schedule(root["schedule"]);
   }
-  if (root.contains("sync") && !root["sync"].is_null()) s.policy = read_sync(root["sync"]);
+  if (root.contains("sync") && !root["sync"].is_null()) s.sync = detail::read_sync(root["sync"]);
   if (root.contains("costs") && !root["costs"].is_null()) {
     Diagnostics diagnostics;
     s.costs = models::stage_costs_from_json(root["costs"].dump(), source, std::nullopt, "costs",
@@ -191,7 +143,10 @@ Scenario default_scenario() {
                 .global_batch = 1536,
                 .seq_len = 2048};
   s.schedule = {.name = "interleaved-1f1b"};
-  s.policy = models::StatePolicy::kMegatronDistopt;
+  // Megatron's GPT-3 recipes overlap both directions of the distributed optimizer's traffic.
+  s.sync = {.policy = schedules::SyncPolicy::kMegatronDistopt,
+            .overlap_grad_reduce = true,
+            .overlap_param_gather = true};
   return s;
 }
 
@@ -222,9 +177,20 @@ std::string to_json(const Scenario& s) {
   schedule["memory_limit"] =
       s.schedule.memory_limit ? Json(*s.schedule.memory_limit) : Json(nullptr);
   out["schedule"] = schedule;
-  out["sync"] = {{"policy", models::to_string(s.policy)}};
+  out["sync"] = detail::write_sync(s.sync);
   out["costs"] = s.costs ? Json::parse(models::to_json(*s.costs)) : Json(nullptr);
   return out.dump(2) + "\n";
+}
+
+models::StatePolicy state_policy(const Scenario& s) {
+  const std::optional<models::StatePolicy> policy =
+      models::parse_state_policy(schedules::to_string(s.sync.policy));
+  if (!policy) {
+    throw InternalError(__FILE__, __LINE__,
+                        "sync policy " + std::string(schedules::to_string(s.sync.policy)) +
+                            " has no memory layout");
+  }
+  return *policy;
 }
 
 void validate(const Scenario& s) {

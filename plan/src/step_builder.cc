@@ -10,10 +10,16 @@
 #include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/group_placement.h"
+#include "metron/models/intra_layer_comm.h"
 #include "metron/models/memory_model.h"
+#include "metron/models/parameter_tensors.h"
 #include "metron/models/stage_cost_model.h"
+#include "metron/schedules/comm_groups.h"
 #include "metron/schedules/data_parallel.h"
+#include "metron/schedules/intra_layer.h"
+#include "metron/schedules/placement.h"
 #include "metron/schedules/registry.h"
+#include "metron/schedules/sync_policy.h"
 
 namespace metron::plan {
 namespace {
@@ -73,6 +79,126 @@ models::CommOp comm_op(ir::CollectiveOp op) {
       return models::CommOp::kAllToAll;
   }
   return models::CommOp::kAllReduce;
+}
+
+ir::CollectiveOp ir_op(models::CommOp op) {
+  switch (op) {
+    case models::CommOp::kReduceScatter:
+      return ir::CollectiveOp::kReduceScatter;
+    case models::CommOp::kAllGather:
+      return ir::CollectiveOp::kAllGather;
+    case models::CommOp::kReduce:
+      return ir::CollectiveOp::kReduce;
+    case models::CommOp::kBroadcast:
+      return ir::CollectiveOp::kBroadcast;
+    case models::CommOp::kAllToAll:
+      return ir::CollectiveOp::kAllToAll;
+    default:
+      return ir::CollectiveOp::kAllReduce;
+  }
+}
+
+/// The model's per-layer collectives (models/intra_layer_comm.h) as the lowering pass takes them.
+schedules::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
+                                           const models::ParallelSpec& spec) {
+  const models::LayerCommPlan plan = models::layer_comm(model, spec);
+  const ir::DType dtype =
+      models::element_bytes(model.dtype) >= 4 ? ir::DType::kFp32 : ir::DType::kBf16;
+  const auto convert = [&](const std::vector<models::LayerComm>& list) {
+    std::vector<schedules::LayerCollective> out;
+    for (const models::LayerComm& c : list) {
+      const schedules::GroupKind kind =
+          c.dim == models::LayerComm::Dim::kTensor    ? schedules::GroupKind::kTensor
+          : c.dim == models::LayerComm::Dim::kContext ? schedules::GroupKind::kContext
+                                                      : schedules::GroupKind::kExpert;
+      out.push_back({.group = kind,
+                     .op = ir_op(c.op),
+                     .bytes = c.bytes,
+                     .per_layer = c.per_layer,
+                     .overlapped = c.overlapped,
+                     .dtype = dtype});
+    }
+    return out;
+  };
+  return {.forward = convert(plan.forward),
+          .backward = convert(plan.backward),
+          .backward_input = convert(plan.backward_input),
+          .backward_weight = convert(plan.backward_weight),
+          .recompute = convert(plan.recompute)};
+}
+
+/// What the sync-policy pass needs: every pipeline rank's chunks with their parameter tensors
+/// (models/parameter_tensors.h), from the stages the schedule places on it. Each stage holds
+/// `layers_per_stage` layers; the first stage adds the embeddings, the last the head (DualPipe's
+/// second direction repeats the stages without them: its extra copies are not counted).
+schedules::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
+                                const schedules::ScheduleSpec& spec, std::int64_t layers_per_stage,
+                                std::int64_t layers_total) {
+  const schedules::ScheduleInfo& info = schedules::find_schedule(spec.name);
+  const std::int32_t stages = spec.pp * spec.vp;
+  const std::vector<std::int32_t> ranks = schedules::stage_ranks(info.placement, spec.pp, stages);
+  const models::StateLayout layout = models::state_layout(state_policy(s), s.model->dtype);
+  schedules::SyncInput in{
+      .pipeline_ranks = spec.pp,
+      .data_parallel = static_cast<std::int32_t>(mp.dp * mp.cp),
+      .expert_data_parallel = static_cast<std::int32_t>(mp.dp * mp.cp / mp.ep),
+      .param_bytes = static_cast<std::int64_t>(models::element_bytes(layout.weight_dtype)),
+      .grad_bytes = static_cast<std::int64_t>(models::element_bytes(layout.grad_dtype)),
+      .interleaved = spec.name == "interleaved-1f1b" || spec.name == "interleaved-1f1b-legacy"};
+  in.params.resize(static_cast<std::size_t>(spec.pp));
+  for (std::int32_t stage = 0; stage < stages; ++stage) {
+    const std::int64_t first = stage * layers_per_stage;
+    // DualPipe's second direction: the same model stages again, numbered past the model's end.
+    const bool copy = first >= layers_total;
+    schedules::ChunkParams chunk{.stage = stage};
+    for (const models::ParameterTensor& t : models::parameter_tensors(
+             *s.model, mp, first % layers_total, first % layers_total + layers_per_stage,
+             !copy && stage == 0, !copy && first + layers_per_stage == layers_total)) {
+      chunk.tensors.push_back(
+          {.name = t.name,
+           .layer = static_cast<std::int32_t>(t.layer + (first - first % layers_total)),
+           .numel = t.numel,
+           .expert = t.expert,
+           .shared_embedding = t.shared_embedding,
+           .outside_layers = t.outside_layers});
+    }
+    in.params[static_cast<std::size_t>(ranks[static_cast<std::size_t>(stage)])].push_back(
+        std::move(chunk));
+  }
+  return in;
+}
+
+/// The placement a group kind's collectives are charged for (comm_groups.h).
+models::GroupPlacement placement_of(schedules::GroupKind kind, const models::ParallelGroups& g,
+                                    const models::ParallelSpec& mp, const models::HardwareSpec& hw,
+                                    const schedules::SyncOptions& sync) {
+  const std::int64_t dp = mp.dp * mp.cp;
+  const std::int64_t intra =
+      sync.hsdp_shard_size ? *sync.hsdp_shard_size : dp / sync.distributed_optimizer_instances;
+  const std::int64_t expert_dp = dp / mp.ep;
+  const std::int64_t expert_intra = std::max<std::int64_t>(1, expert_dp * intra / dp);
+  const std::int64_t gpn = hw.gpus_per_node;
+  switch (kind) {
+    case schedules::GroupKind::kTensor:
+      return g.tp;
+    case schedules::GroupKind::kContext:
+      return g.cp;
+    case schedules::GroupKind::kExpert:
+      return g.ep;
+    case schedules::GroupKind::kData:
+      return g.dp;
+    case schedules::GroupKind::kExpertData:
+      return g.expert_dp;
+    case schedules::GroupKind::kDataIntra:
+      return models::group_placement(intra, mp.tp, gpn);
+    case schedules::GroupKind::kDataInter:
+      return models::group_placement(dp / intra, mp.tp * intra, gpn);
+    case schedules::GroupKind::kExpertIntra:
+      return models::group_placement(expert_intra, mp.tp * mp.ep, gpn);
+    case schedules::GroupKind::kExpertInter:
+      return models::group_placement(expert_dp / expert_intra, mp.tp * mp.ep * expert_intra, gpn);
+  }
+  return g.dp;
 }
 
 std::vector<double> in_ms(const std::vector<double>& seconds) {
@@ -139,10 +265,12 @@ Step build_step(const Scenario& s, Replication replication) {
   schedules::LoweringOptions lowering{
       .p2p = p2p_mode(s.schedule),
       .hardware_queues = static_cast<std::int32_t>(s.hardware.hardware_queues)};
+  const std::int32_t stages = layout.spec.pp * layout.spec.vp;
+  std::int64_t layers_per_stage = 0;
   if (s.model) {
     const models::LayerShape shape = models::layer_shape(*s.model, mp);
-    const double layers =
-        static_cast<double>(s.model->layers) / static_cast<double>(layout.model_stages);
+    layers_per_stage = s.model->layers / layout.model_stages;
+    const auto layers = static_cast<double>(layers_per_stage);
     lowering.activation_bytes = static_cast<std::int64_t>(
         layers * models::layer_activation_bytes(*s.model, shape, mp.recompute));
     // ZB's M_W: what W keeps after I — the linear layers' inputs and output gradients, which
@@ -150,8 +278,11 @@ Step build_step(const Scenario& s, Replication replication) {
     lowering.weight_grad_bytes = static_cast<std::int64_t>(
         layers * models::layer_activation_bytes(*s.model, shape, models::Recompute::kSelective));
     lowering.p2p_bytes = models::boundary_bytes(*s.model, mp);
+    // Layer ranges on the compute tasks, so passes can cut them and costs can share them out.
+    lowering.layers.per_stage.assign(static_cast<std::size_t>(stages),
+                                     static_cast<std::int32_t>(layers_per_stage));
   }
-  // One validation for the whole step: lower, replicate and reduce on a builder.
+  // One validation for the whole step: lower, replicate and add communication on a builder.
   ir::GraphBuilder builder =
       schedules::lower_unvalidated(schedules::generate_order(layout.spec), lowering);
   const std::int64_t dp_group = mp.dp * mp.cp;
@@ -163,18 +294,15 @@ Step build_step(const Scenario& s, Replication replication) {
   }
   const models::ParallelGroups groups = models::parallel_groups(mp, s.hardware);
   if (s.model) {
-    const models::StateLayout state = models::state_layout(s.policy, s.model->dtype);
-    std::vector<std::int64_t> grad_bytes;
+    const models::StatePolicy policy = state_policy(s);
     for (std::int64_t r = 0; r < mp.pp; ++r) {
-      const models::RankParameters params = models::rank_parameters(*s.model, mp, r);
-      grad_bytes.push_back(static_cast<std::int64_t>(static_cast<double>(params.total()) *
-                                                     models::element_bytes(state.grad_dtype)));
-      step.state_bytes.push_back(models::state_memory(*s.model, mp, s.policy, r).total());
+      step.state_bytes.push_back(models::state_memory(*s.model, mp, policy, r).total());
     }
+    const schedules::IntraLayerComm intra = intra_layer_comm(*s.model, mp);
+    if (!intra.empty()) schedules::add_intra_layer_collectives(builder, intra);
     if (dp_group > 1) {
-      schedules::add_gradient_all_reduce(
-          builder, step.pipeline_ranks, grad_bytes,
-          state.grad_dtype == models::Precision::kFp32 ? ir::DType::kFp32 : ir::DType::kBf16);
+      schedules::add_sync_policy(
+          builder, sync_input(s, mp, layout.spec, layers_per_stage, s.model->layers), s.sync);
     }
   }
   ir::Graph graph = std::move(builder).build();
@@ -185,7 +313,7 @@ Step build_step(const Scenario& s, Replication replication) {
   if (s.model) {
     for (std::int64_t r = 0; r < mp.pp; ++r) {
       optimizer[static_cast<std::size_t>(r)] =
-          models::optimizer_step_cost(*s.model, mp, s.policy, r, *compute).seconds;
+          models::optimizer_step_cost(*s.model, mp, state_policy(s), r, *compute).seconds;
     }
   }
   const auto model_stage = [&](ir::StageId stage) {
@@ -197,17 +325,33 @@ Step build_step(const Scenario& s, Replication replication) {
     if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
       if (c->phase == ir::Phase::kOptimizer) {
         seconds = optimizer[static_cast<std::size_t>(task.rank.value() % step.pipeline_ranks)];
+        // One chunk's optimizer (Megatron's chained optimizer): its share of the rank's layers.
+        if (!task.layers.empty() && layers_per_stage > 0) {
+          seconds *= static_cast<double>(task.layers.last - task.layers.first) /
+                     static_cast<double>(layers_per_stage * layout.spec.vp);
+        }
       } else if (task.stage.valid()) {
         seconds = phase_seconds(step.costs, c->phase, model_stage(task.stage));
+        // A piece of a stage's task (compute_split.h) takes its share of the stage's layers.
+        if (!task.layers.empty() && layers_per_stage > 0) {
+          seconds *= static_cast<double>(task.layers.last - task.layers.first) /
+                     static_cast<double>(layers_per_stage);
+        }
         if (c->overlapped && c->overlapped->stage.valid()) {
           seconds +=
               phase_seconds(step.costs, c->overlapped->phase, model_stage(c->overlapped->stage));
         }
       }
     } else if (const auto* coll = std::get_if<ir::Collective>(&task.op)) {
-      // The only collectives so far are the data-parallel ones: charged for the real dp·cp
-      // group, whatever the graph holds of it (symmetric mode keeps one member).
-      seconds = comm.collective_time(comm_op(coll->op), coll->bytes, groups.dp);
+      // Charged for the real group of its kind (comm_groups.h), whatever the graph holds of it:
+      // symmetric mode keeps one member, and tensor/context/expert peers are never in the graph.
+      // A task standing for `count` collectives pays each one's latency.
+      const std::optional<schedules::GroupKind> kind =
+          schedules::group_kind(graph.group(coll->group).name);
+      const models::GroupPlacement placement =
+          kind ? placement_of(*kind, groups, mp, s.hardware, s.sync) : groups.dp;
+      seconds = coll->count *
+                comm.collective_time(comm_op(coll->op), coll->bytes / coll->count, placement);
     } else if (task.kind() == ir::TaskKind::kSend || task.kind() == ir::TaskKind::kRecv) {
       seconds = step.costs.p2p;
     }

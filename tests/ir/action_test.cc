@@ -252,7 +252,7 @@ TEST(ParseActionError, CollectiveKeysAreCheckedByName) {
   EXPECT_THAT([] { parse_action("ALL_REDUCE[dp0#0,bytes=4,foo=1]"); },
               ThrowsMessage<ParseError>(
                   "<action>:1:26: unknown collective key \"foo\"; expected bytes, dtype, root, "
-                  "bucket, stage, mb or stream"));
+                  "bucket, count, stage, mb or stream"));
   EXPECT_THAT([] { parse_action("ALL_REDUCE[dp0#0,bytes=4,bytes=5]"); },
               ThrowsMessage<ParseError>(HasSubstr("1:26: collective key \"bytes\" given twice")));
   EXPECT_THAT([] { parse_action("ALL_REDUCE[dp0#0,bytes=4,dtype=f32]"); },

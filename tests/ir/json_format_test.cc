@@ -413,6 +413,25 @@ TEST(JsonRoundTrip, DoublesAreBitExact) {
   EXPECT_EQ(work_bits(graph_from_json(to_json(g))), work_bits(g));
 }
 
+TEST(JsonRoundTrip, CollectiveCountSurvivesAndOneIsLeftOut) {
+  // A layer-aggregated task ("12 all-reduces") next to a plain one: the count is written only
+  // when it is not the default 1, and reading restores both.
+  GraphBuilder b;
+  const RankId r0 = b.add_rank();
+  const StreamId tp = b.add_stream(r0, "tp");
+  const GroupId solo = b.add_group("tp0", {r0});
+  b.add({.rank = r0, .stream = tp, .op = Collective{.group = solo, .bytes = 96, .count = 12}});
+  b.add({.rank = r0, .stream = tp, .op = Collective{.group = solo, .bytes = 8, .seq = 1}});
+  const Graph g = std::move(b).build();
+  const std::string text = to_json(g);
+  EXPECT_THAT(text, HasSubstr("\"count\":12"));
+  EXPECT_EQ(text.find("\"count\""), text.rfind("\"count\""));  // only once
+  const Graph back = graph_from_json(text);
+  EXPECT_EQ(back, g);
+  EXPECT_EQ(std::get<Collective>(back.task(TaskId{0}).op).count, 12);
+  EXPECT_EQ(std::get<Collective>(back.task(TaskId{1}).op).count, 1);
+}
+
 TEST(JsonRoundTrip, EmptyGraphSurvives) {
   const Graph g = GraphBuilder().build();
   EXPECT_EQ(graph_from_json(to_json(g)), g);

@@ -161,6 +161,21 @@ TEST(RowsToGraph, CollectiveKeysBecomeTaskFields) {
   EXPECT_EQ(graph_to_rows(g), rows);
 }
 
+TEST(RowsToGraph, CollectiveCountRoundTripsThroughRows) {
+  // count=12 becomes Collective::count; a token without it means 1, and count is printed after
+  // bucket and before stage (action.h), only when it is not 1.
+  const char* text =
+      "group tp0: 0\n"
+      "rank 0: 0F0 ALL_REDUCE[tp0#0,bytes=96,bucket=1,count=12,stage=0,stream=tp] "
+      "ALL_REDUCE[tp0#1,bytes=8,stream=tp]\n";
+  ActionRows rows = parse_rows(text);
+  Graph g = rows_to_graph(rows);
+  EXPECT_EQ(std::get<Collective>(g.task(at(g, 0, 1)).op).count, 12);
+  EXPECT_EQ(std::get<Collective>(g.task(at(g, 0, 2)).op).count, 1);
+  EXPECT_EQ(graph_to_rows(g), rows);
+  EXPECT_EQ(format_rows(graph_to_rows(g)), text);
+}
+
 TEST(RowsToGraph, WaitTargetsTheLatestEqualAction) {
   ActionRows rows = parse_rows("rank 0: 0F0 OTHER 0OTHER OTHER WAIT(OTHER) 0I0 0W0\n");
   Graph g = rows_to_graph(rows);

@@ -15,6 +15,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::Contains;
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -363,6 +364,27 @@ TEST_F(ValidateCollectives, IssuerMustBeAMemberAndRootedOpsNeedAMemberRoot) {
   EXPECT_THAT(p, Contains(HasSubstr("rank 2 is not a member of group \"pair\"")));
   EXPECT_THAT(p,
               Contains(HasSubstr("broadcast needs a root among the group's ranks; got rank -1")));
+}
+
+TEST_F(ValidateCollectives, MembersMustAgreeOnCount) {
+  // Ranks 0 and 1 stand for 2 collectives, rank 2 for 3: one disagreement, between the first
+  // member (rank 0) and rank 2.
+  add(0, {.bytes = 8, .seq = 0, .count = 2});
+  add(1, {.bytes = 8, .seq = 0, .count = 2});
+  add(2, {.bytes = 8, .seq = 0, .count = 3});
+  EXPECT_THAT(problems(),
+              ElementsAre(AllOf(HasSubstr("collective seq 0 on group \"dp\": members disagree on "
+                                          "count: task 0 (rank 0)"),
+                                HasSubstr("has 2, task 2 (rank 2)"), HasSubstr("has 3"))));
+}
+
+TEST_F(ValidateCollectives, CountBelowOneIsRejected) {
+  // A task stands for at least one collective: every member with count 0 is reported, and
+  // none of them is then matched (which would add "disagree" or "unmatched" problems).
+  for (int r = 0; r < 3; ++r) add(r, {.bytes = 8, .seq = 0, .count = 0});
+  EXPECT_THAT(problems(), ElementsAre(HasSubstr("task 0 (rank 0)"), HasSubstr("task 1 (rank 1)"),
+                                      HasSubstr("task 2 (rank 2)")));
+  EXPECT_THAT(problems(), Each(HasSubstr("count 0; expected >= 1")));
 }
 
 }  // namespace

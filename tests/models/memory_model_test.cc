@@ -44,12 +44,21 @@ LayerShape shape(std::int64_t b, std::int64_t s, std::int64_t t, bool sp = false
 
 TEST(StatePolicy, NamesRoundTrip) {
   constexpr std::array kAll{
-      StatePolicy::kDdp,   StatePolicy::kMegatronDdp, StatePolicy::kMegatronDistopt,
-      StatePolicy::kZero1, StatePolicy::kZero2,       StatePolicy::kZero3,
-      StatePolicy::kFsdp};
+      StatePolicy::kDdp,          StatePolicy::kMegatronDdp, StatePolicy::kMegatronDistopt,
+      StatePolicy::kFairscaleSdp, StatePolicy::kZero1,       StatePolicy::kZero2,
+      StatePolicy::kZero3,        StatePolicy::kFsdp1,       StatePolicy::kFsdp2};
   for (StatePolicy policy : kAll) EXPECT_EQ(parse_state_policy(to_string(policy)), policy);
   EXPECT_EQ(to_string(StatePolicy::kMegatronDistopt), "megatron-distopt");
   EXPECT_EQ(to_string(StatePolicy::kZero2), "zero2");
+  EXPECT_EQ(to_string(StatePolicy::kFairscaleSdp), "fairscale-sdp");
+  EXPECT_EQ(to_string(StatePolicy::kFsdp1), "fsdp1");
+  EXPECT_EQ(to_string(StatePolicy::kFsdp2), "fsdp2");
+}
+
+// Scenarios written before FSDP2 had a policy of its own name FSDP1 "fsdp"; they keep loading.
+TEST(StatePolicy, FsdpIsAnAliasOfFsdp1) {
+  EXPECT_EQ(parse_state_policy("fsdp"), StatePolicy::kFsdp1);
+  EXPECT_EQ(to_string(*parse_state_policy("fsdp")), "fsdp1");
 }
 
 TEST(StatePolicy, UnknownNameParsesToNothing) {
@@ -73,7 +82,26 @@ TEST(StateLayout, MegatronKeepsFp32GradientsForBf16AndAnFp32CopyForFp16) {
             (StateLayout{.weight_dtype = Precision::kBf16,
                          .grad_dtype = Precision::kBf16,
                          .sharding = Sharding::kGradients}));
-  EXPECT_EQ(state_layout(StatePolicy::kFsdp, Precision::kBf16).sharding, Sharding::kWeights);
+  EXPECT_EQ(state_layout(StatePolicy::kFsdp1, Precision::kBf16).sharding, Sharding::kWeights);
+}
+
+// Note [model state bytes]: fairscale-sdp keeps model-dtype gradients whole and shards the
+// optimizer (OSS) like zero1; FSDP1 and FSDP2 shard weights, gradients and optimizer like zero3.
+TEST(StateLayout, FairscaleShardsTheOptimizerAndFsdpShardsEverything) {
+  for (const Precision dtype : {Precision::kBf16, Precision::kFp16, Precision::kFp32}) {
+    SCOPED_TRACE(std::string(to_string(dtype)));
+    EXPECT_EQ(state_layout(StatePolicy::kFairscaleSdp, dtype),
+              (StateLayout{.weight_dtype = dtype,
+                           .grad_dtype = dtype,
+                           .fp32_grad_copy = false,
+                           .sharding = Sharding::kOptimizer}));
+    for (const StatePolicy fsdp : {StatePolicy::kFsdp1, StatePolicy::kFsdp2}) {
+      EXPECT_EQ(state_layout(fsdp, dtype), (StateLayout{.weight_dtype = dtype,
+                                                        .grad_dtype = dtype,
+                                                        .fp32_grad_copy = false,
+                                                        .sharding = Sharding::kWeights}));
+    }
+  }
 }
 
 double total_bytes(StatePolicy policy, Precision dtype, std::int64_t d) {
@@ -108,7 +136,32 @@ TEST(BytesPerParameter, MatchesTheZeroPaper) {
     EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kZero1, Precision::kBf16, d), 4 + 12 / dd);
     EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kZero2, Precision::kBf16, d), 2 + 14 / dd);
     EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kZero3, Precision::kBf16, d), 16 / dd);
-    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kFsdp, Precision::kBf16, d), 16 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kFsdp1, Precision::kBf16, d), 16 / dd);
+  }
+}
+
+// The Note's rows for the new policies, part by part, bf16 at d ranks:
+//   fairscale-sdp  weights 2, gradients 2 (whole), optimizer (4 master + 8 moments)/d = 4 + 12/d
+//   fsdp1 / fsdp2  weights 2/d, gradients 2/d, optimizer 12/d                         = 16/d
+// and fp32 weights (no master copy): fairscale-sdp 4 + 4 + 8/d.
+TEST(BytesPerParameter, FairscaleAndFsdpFollowTheNoteTable) {
+  for (const std::int64_t d : {1, 8, 64}) {
+    SCOPED_TRACE("d = " + std::to_string(d));
+    const auto dd = static_cast<double>(d);
+    const StateBytes sdp =
+        bytes_per_parameter(state_layout(StatePolicy::kFairscaleSdp, Precision::kBf16), d);
+    EXPECT_DOUBLE_EQ(sdp.weights, 2);
+    EXPECT_DOUBLE_EQ(sdp.gradients, 2);
+    EXPECT_DOUBLE_EQ(sdp.optimizer, 12 / dd);
+    EXPECT_DOUBLE_EQ(sdp.total(), 4 + 12 / dd);
+    EXPECT_DOUBLE_EQ(total_bytes(StatePolicy::kFairscaleSdp, Precision::kFp32, d), 8 + 8 / dd);
+    for (const StatePolicy fsdp : {StatePolicy::kFsdp1, StatePolicy::kFsdp2}) {
+      const StateBytes bytes = bytes_per_parameter(state_layout(fsdp, Precision::kBf16), d);
+      EXPECT_DOUBLE_EQ(bytes.weights, 2 / dd);
+      EXPECT_DOUBLE_EQ(bytes.gradients, 2 / dd);
+      EXPECT_DOUBLE_EQ(bytes.optimizer, 12 / dd);
+      EXPECT_DOUBLE_EQ(bytes.total(), 16 / dd);
+    }
   }
 }
 
@@ -228,6 +281,20 @@ TEST(StateMemory, Llama2DistributedOptimizerByHand) {
   EXPECT_DOUBLE_EQ(bytes.gradients, 26'953'662'464.0);
   EXPECT_DOUBLE_EQ(bytes.optimizer, 10'107'623'424.0);
   EXPECT_DOUBLE_EQ(bytes.total(), 50'538'117'120.0);
+}
+
+// Llama 2 7B (6'738'415'616 parameters) at dp 8, bf16: FSDP2 holds 16/8 = 2 B per parameter
+// (weights and gradients 2/8 each, optimizer 12/8); fairscale-sdp 2 + 2 + 12/8 = 5.5 B.
+TEST(StateMemory, Llama2FsdpAndFairscaleByHand) {
+  const ModelSpec llama = model_preset("llama2-7b");
+  const ParallelSpec dp8{.dp = 8};
+  const StateBytes fsdp = state_memory(llama, dp8, StatePolicy::kFsdp2, 0);
+  EXPECT_DOUBLE_EQ(fsdp.weights, 6'738'415'616.0 / 4);
+  EXPECT_DOUBLE_EQ(fsdp.gradients, 6'738'415'616.0 / 4);
+  EXPECT_DOUBLE_EQ(fsdp.total(), 6'738'415'616.0 * 2);
+  const StateBytes sdp = state_memory(llama, dp8, StatePolicy::kFairscaleSdp, 0);
+  EXPECT_DOUBLE_EQ(sdp.gradients, 6'738'415'616.0 * 2);
+  EXPECT_DOUBLE_EQ(sdp.total(), 6'738'415'616.0 * 5.5);
 }
 
 // tiny_moe, ZeRO-1, dp 4, ep 2: dense 648 parameters over 4 shards (2 + 2 + 12/4 = 7 B),

@@ -38,7 +38,7 @@ TEST(Scenario, SpecsThatAreNoPresetAndCostsRoundTripInFull) {
   EXPECT_EQ(s.model->name, "mine");
   EXPECT_EQ(s.hardware.name, "dgx-a100");
   EXPECT_EQ(s.schedule.name, "zb-h1");
-  EXPECT_EQ(s.policy, models::StatePolicy::kZero1);
+  EXPECT_EQ(s.sync.policy, schedules::SyncPolicy::kZero1);
   ASSERT_TRUE(s.costs.has_value());
   EXPECT_DOUBLE_EQ(s.costs->forward[1], 1.5e-3);  // milliseconds in, seconds kept
   EXPECT_DOUBLE_EQ(s.costs->p2p, 0.25e-3);

@@ -54,7 +54,7 @@ constexpr std::string_view kOverlapSuffix = "OVERLAP_F_B";
 constexpr std::string_view kExpectedAction =
     "expected <stage><F|I|W|B|R|...><mb>, a collective such as ALL_REDUCE[group#seq,bytes=N], "
     "WAIT(<action>) or _";
-constexpr std::string_view kExpectedKeys = "bytes, dtype, root, bucket, stage, mb or stream";
+constexpr std::string_view kExpectedKeys = "bytes, dtype, root, bucket, count, stage, mb or stream";
 
 const SimpleSpec* find_simple(std::string_view name) {
   for (const auto& spec : kSimpleSpecs) {
@@ -267,6 +267,10 @@ void read_bucket(Cursor& in, Action& a) {
   a.collective->bucket = parse_number<std::int32_t>(in, "a bucket number");
 }
 
+void read_count(Cursor& in, Action& a) {
+  a.collective->count = parse_number<std::int32_t>(in, "a collective count");
+}
+
 void read_stage(Cursor& in, Action& a) { a.stage = parse_number<std::int32_t>(in, "a stage"); }
 
 void read_mb(Cursor& in, Action& a) {
@@ -279,11 +283,12 @@ void read_stream(Cursor& in, Action& a) {
   if (name != "comm") a.collective->stream = std::string(name);
 }
 
-constexpr std::array<KeySpec, 7> kKeySpecs{{
+constexpr std::array<KeySpec, 8> kKeySpecs{{
     {"bytes", read_bytes},
     {"dtype", read_dtype},
     {"root", read_root},
     {"bucket", read_bucket},
+    {"count", read_count},
     {"stage", read_stage},
     {"mb", read_mb},
     {"stream", read_stream},
@@ -348,6 +353,7 @@ std::string collective_to_string(const Action& a) {
   if (c.dtype != DType::kFp32) out += ",dtype=" + std::string(to_string(c.dtype));
   if (c.root) out += ",root=" + std::to_string(*c.root);
   if (c.bucket) out += ",bucket=" + std::to_string(*c.bucket);
+  if (c.count != 1) out += ",count=" + std::to_string(c.count);
   if (a.stage >= 0) out += ",stage=" + std::to_string(a.stage);
   if (a.microbatch >= 0) out += ",mb=" + std::to_string(a.microbatch);
   if (c.stream) out += ",stream=" + *c.stream;

@@ -222,6 +222,9 @@ bool Matcher::members_agree(const CollectiveKey& key, const std::vector<TaskId>&
     if (first.bytes != other.bytes) {
       disagree("bytes", std::to_string(first.bytes), std::to_string(other.bytes));
     }
+    if (first.count != other.count) {
+      disagree("count", std::to_string(first.count), std::to_string(other.count));
+    }
     if (first.dtype != other.dtype) {
       disagree("dtype", std::string(to_string(first.dtype)), std::string(to_string(other.dtype)));
     }

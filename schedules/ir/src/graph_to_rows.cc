@@ -104,7 +104,8 @@ class ActionWriter {
                          .group = graph_.group(c.group).name,
                          .seq = c.seq,
                          .bytes = c.bytes,
-                         .dtype = c.dtype};
+                         .dtype = c.dtype,
+                         .count = c.count};
     if (c.root.valid()) out.root = c.root.value();
     if (t.bucket.valid()) out.bucket = t.bucket.value();
     if (stream.name != "comm") out.stream = stream.name;

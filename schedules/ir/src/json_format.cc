@@ -120,6 +120,7 @@ void write_collective(const TaskOp& op, Json& out) {
   if (c.dtype != DType::kFp32) out["dtype"] = to_string(c.dtype);
   put_id(out, "root", c.root);
   out["seq"] = c.seq;
+  if (c.count != 1) out["count"] = c.count;
 }
 
 template <class P2P>
@@ -354,6 +355,7 @@ TaskOp read_collective(ObjectReader& in) {
   c.dtype = in.get_or("dtype", DType::kFp32, read_enum<DType, parse_dtype>);
   c.root = in.get_or("root", RankId{}, read_id<RankId>);
   c.seq = in.get("seq", read_int64);
+  c.count = in.get_or("count", std::int32_t{1}, read_int32);
   return c;
 }
 

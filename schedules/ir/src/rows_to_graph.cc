@@ -190,7 +190,8 @@ class RowConverter {
                       .bytes = c.bytes,
                       .dtype = c.dtype,
                       .root = c.root ? RankId{*c.root} : RankId{},
-                      .seq = c.seq};
+                      .seq = c.seq,
+                      .count = c.count};
     return t;
   }
 

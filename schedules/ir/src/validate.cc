@@ -179,6 +179,7 @@ void Checker::check_kind_references(TaskId t, const Task& task) {
                               to_string(c->op), c->root.value()));
     }
     if (c->bytes < 0) bad_task(t, fmt::format("{} bytes; expected >= 0", c->bytes));
+    if (c->count < 1) bad_task(t, fmt::format("count {}; expected >= 1", c->count));
   } else if (const auto* s = std::get_if<Send>(&task.op)) {
     if (!in_range(s->peer, num_ranks))
       bad_task(t, "the peer rank does not exist");

@@ -100,4 +100,14 @@ class CommModel {
 /// `seconds` (Note [collective costs]).
 double bus_bandwidth(CommOp op, std::int64_t bytes, std::int64_t ranks, double seconds);
 
+/// Bytes each rank sends over its link for a ring collective of `bytes` (nccl-tests convention)
+/// on `ranks` ranks: S times bus_bandwidth's factor — 2(n−1)/n for all-reduce, (n−1)/n for
+/// reduce-scatter, all-gather and all-to-all, 1 for broadcast and reduce — and 0 on one rank.
+/// So wire_bytes(all-reduce) = wire_bytes(reduce-scatter) + wire_bytes(all-gather). Throws
+/// InvalidConfig for bytes < 0 or ranks < 1.
+/// @code
+///   double sent = wire_bytes(CommOp::kAllReduce, 1 << 30, 8);  // 1.75 GiB
+/// @endcode
+double wire_bytes(CommOp op, std::int64_t bytes, std::int64_t ranks);
+
 }  // namespace metron::models

@@ -15,15 +15,21 @@
 //   ddp                model    model dtype  no              nothing      16
 //   megatron-ddp       model    fp32         fp16 grads only nothing      18
 //   megatron-distopt   model    fp32         fp16 grads only optimizer    6 + 12/d
+//   fairscale-sdp      model    model dtype  no              optimizer    4 + 12/d
 //   zero1              model    model dtype  no              optimizer    4 + 12/d
 //   zero2              model    model dtype  no              + gradients  2 + 14/d
-//   zero3 / fsdp       model    model dtype  no              + weights    16/d
+//   zero3 / fsdp1/2    model    model dtype  no              + weights    16/d
 //
 // The Megatron rows reproduce the table of Megatron's distributed-optimizer documentation
 // (SYNC_POLICIES.md §3.10: fp16/fp16 20 B and 4 + 16/d; bf16/fp32 18 B and 6 + 12/d; fp32/fp32
 // 16 B and 8 + 8/d); the ZeRO rows are the ZeRO paper's K = 12 accounting (2 + 2 + 12 = 16 B).
 // megatron-ddp and megatron-distopt accumulate gradients in fp32 (Megatron does so for bf16 by
 // default); with fp16 weights they keep fp16 gradients plus an fp32 copy in the optimizer.
+// fairscale-sdp is OSS + ShardedDataParallel (SYNC_POLICIES.md §4): OSS shards the optimizer
+// state, while ShardedDDP's owners keep full-size gradients until the backward's reduces finish
+// and every rank keeps its bucketed ones, so its peak is zero1's. FSDP1 (FlatParameter) and FSDP2
+// (per-parameter DTensor) with FULL_SHARD / reshard_after_forward shard all three like ZeRO-3;
+// the unsharded units they gather transiently are the sync pass's buffers, not state.
 //
 // Note [activation bytes]: per layer and microbatch, Korthikanti et al. 2022 (§4), generalised
 // from their inventory to GQA, any ffn width, SwiGLU and MoE; activations in the model's dtype
@@ -46,13 +52,25 @@
 
 namespace metron::models {
 
-/// How the data-parallel ranks hold model state (Note [model state bytes]). The sync policies
-/// (issue 6) pick one of these for their memory.
-enum class StatePolicy { kDdp, kMegatronDdp, kMegatronDistopt, kZero1, kZero2, kZero3, kFsdp };
+/// How the data-parallel ranks hold model state (Note [model state bytes]): one per system of
+/// SYNC_POLICIES.md, in the order of schedules::SyncPolicy, whose memory it describes.
+enum class StatePolicy {
+  kDdp,
+  kMegatronDdp,
+  kMegatronDistopt,
+  kFairscaleSdp,
+  kZero1,
+  kZero2,
+  kZero3,
+  kFsdp1,
+  kFsdp2,
+};
 
-/// "ddp", "megatron-ddp", "megatron-distopt", "zero1", "zero2", "zero3", "fsdp".
+/// "ddp", "megatron-ddp", "megatron-distopt", "fairscale-sdp", "zero1", "zero2", "zero3",
+/// "fsdp1", "fsdp2".
 std::string_view to_string(StatePolicy policy) noexcept;
-/// The inverse of to_string; nullopt for any other text.
+/// The inverse of to_string, plus "fsdp" for kFsdp1: the one FSDP scenarios named before FSDP2
+/// had its own policy, still accepted so that they keep loading. nullopt for any other text.
 std::optional<StatePolicy> parse_state_policy(std::string_view name) noexcept;
 
 /// What is sharded d ways, each level including the ones before.

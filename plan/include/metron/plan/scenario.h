@@ -8,17 +8,17 @@
 //    "parallel": {parallel fields (parallel_spec.h)},
 //    "schedule": {"name": "interleaved-1f1b", "group_size": 16, "p2p": "batched",
 //                 "memory_limit": null},
-//    "sync": {"policy": "megatron-distopt"},
+//    "sync": {"policy": "megatron-distopt", "overlap_grad_reduce": true, ...},
 //    "costs": null or {"F": [...], "I": [...], "W": [...], "B": [...], "p2p": 0.6}}
 //
 // Every key but "parallel" is optional: hardware defaults to dgx-h100, schedule to 1f1b, sync to
 // ddp, gpus to tp·pp·dp·cp. "costs" (milliseconds per stage, stage_costs.h) replaces the model's
 // times; "model" may then be left out, and "parallel" needs pp and num_microbatches. schedule.p2p
 // is "batched" (Megatron's blocking exchanges; the default for 1f1b and the interleaved
-// schedules) or "async" (isend/irecv posted ahead; the default for the others). sync.policy names
-// a models::StatePolicy; until the sync policies land, every policy reduces gradients with one
-// all-reduce after the backward (schedules/data_parallel.h) and differs only in memory. Unknown
-// keys anywhere are errors that name them: a typo must not be silently ignored.
+// schedules) or "async" (isend/irecv posted ahead; the default for the others). "sync" holds the
+// data-parallel policy (schedules/sync_policy.h: "policy" plus any SyncOptions knob under its own
+// name, e.g. "bucket_size", "overlap_grad_reduce", "iteration": "warmup"). Unknown keys anywhere
+// are errors that name them: a typo must not be silently ignored.
 
 #include <cstdint>
 #include <optional>
@@ -31,6 +31,7 @@
 #include "metron/models/parallel_spec.h"
 #include "metron/models/stage_costs.h"
 #include "metron/schedules/lowering.h"
+#include "metron/schedules/sync_policy.h"
 
 namespace metron::plan {
 
@@ -49,17 +50,21 @@ struct Scenario {
   std::optional<std::int64_t> gpus;
   models::ParallelSpec parallel;
   ScheduleChoice schedule;
-  models::StatePolicy policy = models::StatePolicy::kDdp;
+  schedules::SyncOptions sync;
   std::optional<models::StageCosts> costs;  ///< seconds
   friend bool operator==(const Scenario&, const Scenario&) = default;
 };
+
+/// The memory layout of the scenario's sync policy (the models' name for the same system).
+models::StatePolicy state_policy(const Scenario& scenario);
 
 /// The p2p mode in effect: the choice, else batched for Megatron's schedules, async otherwise.
 schedules::P2PMode p2p_mode(const ScheduleChoice& schedule);
 
 /// GPT-3 175B on 1,024 H100 GPUs in DGX H100 nodes: tp 8, pp 16, dp 8, interleaved 1F1B with 2
 /// chunks, microbatch 1, global batch 1,536, sequence 2,048, sequence parallelism, Megatron's
-/// distributed optimizer — the configuration class of Narayanan et al. SC'21 on today's GPUs.
+/// distributed optimizer with overlapped gradient reduce-scatter and parameter all-gather — the
+/// configuration class of Narayanan et al. SC'21 on today's GPUs.
 Scenario default_scenario();
 
 /// Reads a scenario (Note [scenario JSON]). Malformed JSON throws ParseError at source:line:col;

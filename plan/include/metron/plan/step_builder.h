@@ -7,15 +7,21 @@
 //   2. lower() adds p2p (batched or async), the optimizer step and memory effects (activation
 //      bytes per stage from the memory model, boundary tensors from the model's shape); every
 //      rank gets the hardware's queue count (1 = CUDA_DEVICE_MAX_CONNECTIONS=1).
-//   3. Data parallelism (schedules/data_parallel.h): kFull lays dp replicas side by side;
-//      kSymmetric keeps one, since replicas are identical, and charges each collective for the
-//      whole dp group anyway, so a 10,000-GPU step costs no more than its pipeline. Both add the
-//      gradient all-reduce when dp·cp > 1 and a model gives the gradient sizes.
+//      With a model, every stage's compute tasks carry their layer range (model layers / model
+//      stages each).
+//   3. With a model: the intra-layer collectives (schedules/intra_layer.h, sizes from
+//      models::layer_comm); data parallelism (schedules/data_parallel.h): kFull lays dp replicas
+//      side by side; kSymmetric keeps one, since replicas are identical, and charges each
+//      collective for the whole group anyway, so a 10,000-GPU step costs no more than its
+//      pipeline; then, when dp·cp > 1, the scenario's sync policy (schedules/sync_policy.h) over
+//      each chunk's tensors (models::parameter_tensors).
 //   4. Durations (integer ns): compute tasks take their stage's F / I / W / B from the scenario's
-//      explicit costs or models::model_stage_costs (DualPipe's overlapped F&B units take F + B);
-//      the optimizer step models::optimizer_step_cost; sends and receives the stage costs' p2p;
-//      the gradient all-reduce the communication model's time for the dp·cp group's placement
-//      (group_placement.h); host waits 0.
+//      explicit costs or models::model_stage_costs (DualPipe's overlapped F&B units take F + B),
+//      a piece of a split task its share of the stage's layers; the optimizer step
+//      models::optimizer_step_cost (one chunk's step its share of the rank's layers); sends and
+//      receives the stage costs' p2p; a collective `count` times the communication model's time
+//      for bytes/count over the real placement of its group's kind (comm_groups.h,
+//      group_placement.h); host waits 0.
 
 #include <cstdint>
 #include <vector>

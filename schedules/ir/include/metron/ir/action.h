@@ -11,8 +11,9 @@
 //   pytorch   <stage>UNSHARD | <stage>RESHARD | <stage>REDUCE_GRAD     (text only, no graph form)
 //   overlap   (<compute>;<compute>)OVERLAP_F_B                        DualPipe's F&B unit
 //   collective OP[<group>#<seq>,bytes=<n>{,key=value}]                OP: ALL_REDUCE REDUCE_SCATTER
-//             keys in this order: dtype, root, bucket, stage, mb,     ALL_GATHER REDUCE BROADCAST
-//             stream (dtype only when not fp32)                       ALL_TO_ALL
+//             keys in this order: dtype, root, bucket, count, stage,  ALL_GATHER REDUCE BROADCAST
+//             mb, stream (dtype only when not fp32, count only        ALL_TO_ALL
+//             when not 1)
 //   host wait WAIT(<action>)   the host blocks until the latest earlier action equal to <action>
 //                              on the same rank has completed
 //   idle      _                (an empty cell in CSV)
@@ -59,6 +60,7 @@ struct CollectiveAction {
   DType dtype = DType::kFp32;
   std::optional<std::int32_t> root;
   std::optional<std::int32_t> bucket;
+  std::int32_t count = 1;             ///< ir::Collective::count
   std::optional<std::string> stream;  ///< absent means the default stream "comm"
   friend bool operator==(const CollectiveAction&, const CollectiveAction&) = default;
 };

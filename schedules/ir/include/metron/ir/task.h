@@ -84,6 +84,10 @@ struct Collective {
   DType dtype = DType::kFp32;
   RankId root;           ///< reduce and broadcast only
   std::int64_t seq = 0;  ///< per-group sequence number, the same on every member
+  /// How many back-to-back collectives of bytes/count each this task stands for (>= 1): a
+  /// layer-aggregated tensor-parallel task is "12 all-reduces"; a cost model charges count
+  /// latencies, an executor issues count calls. bytes is the total.
+  std::int32_t count = 1;
   friend bool operator==(const Collective&, const Collective&) = default;
 };
 

@@ -1,0 +1,118 @@
+#pragma once
+// A small lowered pipeline step with hand-countable parameters, for the sync-policy tests, and a
+// listing of what a rank issues. Every layer holds the tensors "layers.<l>.a" and "layers.<l>.b"
+// (registration order a, b) of the sizes given; stage 0 also holds "embedding" (outside the layers,
+// registered first) and the last stage "head" (registered last) when their sizes are non-zero.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "metron/ir/graph.h"
+#include "metron/ir/graph_builder.h"
+#include "metron/schedules/data_parallel.h"
+#include "metron/schedules/lowering.h"
+#include "metron/schedules/placement.h"
+#include "metron/schedules/registry.h"
+#include "metron/schedules/sync_policy.h"
+
+namespace metron::schedules::testing {
+
+struct SyncStepSpec {
+  std::string schedule = "1f1b";
+  std::int32_t pp = 1;
+  std::int32_t vp = 1;
+  std::int32_t microbatches = 2;
+  std::int32_t layers = 4;  ///< in all; split evenly over pp·vp stages
+  std::int64_t a_numel = 100;
+  std::int64_t b_numel = 10;
+  std::int64_t embedding_numel = 0;
+  std::int64_t head_numel = 0;
+  std::int32_t data_parallel = 2;  ///< the real dp group (shards, owners)
+  std::int32_t replicas = 1;       ///< replicas in the graph (1: symmetric; dp: full)
+  bool split_backward = false;
+  P2PMode p2p = P2PMode::kAsync;
+  std::int32_t hardware_queues = 8;
+  std::int64_t param_bytes = 2;
+  std::int64_t grad_bytes = 2;
+};
+
+struct SyncStep {
+  ir::GraphBuilder builder;
+  SyncInput input;
+};
+
+inline SyncStep make_sync_step(const SyncStepSpec& s) {
+  const std::int32_t stages = s.pp * s.vp;
+  Order order =
+      generate_order({.name = s.schedule, .pp = s.pp, .vp = s.vp, .microbatches = s.microbatches});
+  ir::GraphBuilder builder = lower_unvalidated(order, {.p2p = s.p2p,
+                                                       .hardware_queues = s.hardware_queues,
+                                                       .split_backward = s.split_backward,
+                                                       .memory_effects = false,
+                                                       .layers = {.layers = s.layers}});
+  if (s.replicas > 1) {
+    builder = ir::GraphBuilder(replicate_data_parallel(std::move(builder).build(), s.replicas));
+  }
+  SyncInput input{.pipeline_ranks = s.pp,
+                  .data_parallel = s.data_parallel,
+                  .expert_data_parallel = s.data_parallel,
+                  .param_bytes = s.param_bytes,
+                  .grad_bytes = s.grad_bytes,
+                  .interleaved = s.schedule == "interleaved-1f1b"};
+  input.params.resize(static_cast<std::size_t>(s.pp));
+  const std::int32_t per_stage = s.layers / stages;
+  const std::vector<std::int32_t> ranks =
+      stage_ranks(find_schedule(s.schedule).placement, s.pp, stages);
+  for (std::int32_t stage = 0; stage < stages; ++stage) {
+    const std::int32_t rank = ranks[static_cast<std::size_t>(stage)];
+    ChunkParams chunk{.stage = stage};
+    const std::int32_t first = stage * per_stage;
+    const std::int32_t last = first + per_stage;
+    if (stage == 0 && s.embedding_numel > 0) {
+      chunk.tensors.push_back({.name = "embedding",
+                               .layer = first,
+                               .numel = s.embedding_numel,
+                               .outside_layers = true});
+    }
+    for (std::int32_t l = first; l < last; ++l) {
+      const std::string prefix = "layers." + std::to_string(l) + ".";
+      chunk.tensors.push_back({.name = prefix + "a", .layer = l, .numel = s.a_numel});
+      chunk.tensors.push_back({.name = prefix + "b", .layer = l, .numel = s.b_numel});
+    }
+    if (stage == stages - 1 && s.head_numel > 0) {
+      chunk.tensors.push_back(
+          {.name = "head", .layer = last - 1, .numel = s.head_numel, .outside_layers = true});
+    }
+    input.params[static_cast<std::size_t>(rank)].push_back(std::move(chunk));
+  }
+  return {std::move(builder), std::move(input)};
+}
+
+/// One collective as a person checks it: "RS dp0 400 b1 mb1" plus its label.
+struct IssuedCollective {
+  ir::CollectiveOp op;
+  std::string group;
+  std::int64_t bytes;
+  std::int32_t bucket;      ///< -1 when untagged
+  std::int32_t microbatch;  ///< -1 when untagged
+  std::string label;
+  ir::TaskId id;
+};
+
+/// `rank`'s collectives in its host issue order.
+inline std::vector<IssuedCollective> issued_collectives(const ir::Graph& g, ir::RankId rank) {
+  std::vector<IssuedCollective> out;
+  for (ir::TaskId t : g.issue_order(rank)) {
+    const ir::Task& task = g.task(t);
+    const auto* c = std::get_if<ir::Collective>(&task.op);
+    if (c == nullptr) continue;
+    out.push_back({c->op, g.group(c->group).name, c->bytes, task.bucket.value(),
+                   task.microbatch.value(), task.label, t});
+  }
+  return out;
+}
+
+}  // namespace metron::schedules::testing

@@ -176,7 +176,8 @@ ir::GroupId SyncContext::group(ir::RankId rank, const CollectiveSpec& spec) {
 
 ir::TaskId SyncContext::collective(ir::RankId rank, const CollectiveSpec& spec) {
   const ir::GroupId g = group(rank, spec);
-  const ir::StreamId stream = builder_.stream(rank, std::string(to_string(spec.kind)));
+  const ir::StreamId stream =
+      builder_.stream(rank, spec.stream.empty() ? std::string(to_string(spec.kind)) : spec.stream);
   const std::vector<ir::RankId>& members = builder_.data().groups[g.index()].ranks;
   ir::RankId root;
   if (spec.root_replica >= 0) {

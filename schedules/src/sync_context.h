@@ -51,6 +51,9 @@ struct CollectiveSpec {
   std::int32_t root_replica = -1;  ///< reduce / broadcast: the owning data-parallel rank
   /// kDataIntra / kDataInter (and expert ones): ranks per intra group (instance or HSDP shard).
   std::int32_t intra_size = 0;
+  /// A stream other than the group's own: a system that issues several groups' collectives
+  /// synchronously from one side stream (Megatron's optimizer instances), which serialises them.
+  std::string stream;
 };
 
 class SyncContext {

@@ -8,13 +8,17 @@
 //   fp32 with grad_reduce_in_fp32; dense on "dp", expert on "edp"; with I optimizer instances an
 //   RS over the instance ("dp-intra") then an AR of the shard across instances ("dp-inter")):
 //     - without overlap_grad_reduce, and in the warm-up iteration (2026 code counts hook calls in
-//       iteration 1 and launches nothing during backward): all buckets at finish_grad_sync, after
-//       the rank's last backward, in chunk and bucket order;
+//       iteration 1 and launches nothing during backward): all buckets at finish_grad_sync, once
+//       the schedule has returned (after its last send too), in chunk and bucket order;
 //     - hooks: the chunk's last-microbatch gradient task is cut at the buckets' lowest layers and
 //       each bucket goes right after the piece completing it, in no fixed order between buckets;
+//       the first pipeline stage of 1F1B and every stage without align_grad_reduce;
+//     - 1F1B with align_grad_reduce, stages after the first: grad_sync_func after the cooldown;
 //     - interleaved with align_grad_reduce (grad_sync_func): chunk c's buckets at the schedule
 //       point — after the rank's backward number k + pp_rank, where k is the backward holding
 //       c's last microbatch — or after the cooldown when that is past the end.
+//     With I instances the RS and the cross-instance AR are issued synchronously from one side
+//     stream ("dp-comm", "edp-comm"), so one bucket's pair finishes before the next starts.
 //   The optimizer step (its first piece) waits for all of them (finalize_model_grads).
 //
 //   Parameters (distributed optimizer only; AG of each bucket, padded, into param_data):
@@ -92,7 +96,14 @@ class MegatronPass {
     return o_.bucket_size.value_or(megatron_default_bucket_params(ctx_.input().data_parallel));
   }
 
-  bool hooks() const { return overlap_ && !warmup_ && !align_grad_; }
+  /// Where the rank's gradient sync is launched (Note [megatron sync]).
+  enum class GradLaunch { kAfterSchedule, kHooks, kScheduleSyncPoints };
+  GradLaunch grad_launch(ir::RankId rank) const {
+    if (!overlap_ || warmup_) return GradLaunch::kAfterSchedule;
+    if (align_grad_) return GradLaunch::kScheduleSyncPoints;
+    if (o_.align_grad_reduce && ctx_.pipeline_rank(rank) > 0) return GradLaunch::kAfterSchedule;
+    return GradLaunch::kHooks;
+  }
   bool chain() const { return distopt_ && o_.overlap_param_gather && !warmup_; }
 
   void plan() {
@@ -107,7 +118,7 @@ class MegatronPass {
         const ChunkTasks& t = ctx_.chunk_tasks(rank, c);
         std::vector<std::int32_t> cuts;
         for (const Bucket& b : p.buckets) cuts.push_back(b.lowest_layer);
-        if (hooks() && at(t.gradient, last_mb_).valid()) {
+        if (grad_launch(rank) == GradLaunch::kHooks && at(t.gradient, last_mb_).valid()) {
           p.grad_request = static_cast<std::ptrdiff_t>(requests_.size());
           requests_.push_back({.task = at(t.gradient, last_mb_), .cuts = cuts});
         }
@@ -187,10 +198,11 @@ class MegatronPass {
     return b.expert ? GroupKind::kExpertData : GroupKind::kData;
   }
 
-  /// The bucket's gradient collectives (RS [+ AR across instances] or AR), issued after
-  /// `anchor`; the step's first piece waits for the last of them.
+  /// The bucket's gradient collectives (RS [+ AR across instances] or AR), waiting for `anchor`
+  /// and issued right after it — or, with `after_schedule`, once the rank's schedule has
+  /// returned (just before the optimizer step); the step's first piece waits for the last.
   void reduce_bucket(const ChunkPlan& p, std::size_t index, ir::TaskId anchor,
-                     const std::string& trigger) {
+                     const std::string& trigger, bool after_schedule = false) {
     const Bucket& b = p.buckets[index];
     const std::int32_t id = p.first_bucket_id + static_cast<std::int32_t>(index);
     const ir::CollectiveOp op =
@@ -207,8 +219,17 @@ class MegatronPass {
                                                .microbatch = last_mb_,
                                                .label = name,
                                                .deps = {anchor},
-                                               .intra_size = shard_});
-    ctx_.issue_after(anchor, last);
+                                               .intra_size = shard_,
+                                               .stream = side_stream(b)});
+    const ir::TaskId entry = step_entry_[p.rank.value()];
+    const auto place = [&](ir::TaskId t) {
+      if (after_schedule && entry.valid()) {
+        ctx_.issue_before(entry, t);
+      } else {
+        ctx_.issue_after(anchor, t);
+      }
+    };
+    place(last);
     if (instances_ > 1) {
       const ir::TaskId across = ctx_.collective(
           p.rank, {.kind = b.expert ? GroupKind::kExpertInter : GroupKind::kDataInter,
@@ -220,12 +241,19 @@ class MegatronPass {
                    .microbatch = last_mb_,
                    .label = "AR shard of bucket " + std::to_string(id) + " across instances",
                    .deps = {last},
-                   .intra_size = shard_});
-      ctx_.issue_after(anchor, across);
+                   .intra_size = shard_,
+                   .stream = side_stream(b)});
+      place(across);
       last = across;
     }
-    const ir::TaskId entry = step_entry_[p.rank.value()];
     if (entry.valid()) ctx_.builder().precede(last, entry);
+  }
+
+  /// Megatron's dedicated communication stream with several optimizer instances; else none
+  /// (each group's own stream).
+  std::string side_stream(const Bucket& b) const {
+    if (instances_ == 1) return {};
+    return b.expert ? "edp-comm" : "dp-comm";
   }
 
   /// The rank's gradient tasks (the last backward compute of each microbatch) in issue order.
@@ -253,11 +281,16 @@ class MegatronPass {
     const std::vector<ir::TaskId> grads = gradient_order(rank);
     if (grads.empty()) return;  // forward only
     const std::string mb = "mb " + std::to_string(last_mb_);
-    if (!overlap_ || warmup_) {
-      // finish_grad_sync: after the whole backward, before the step.
+    const GradLaunch launch = grad_launch(rank);
+    if (launch == GradLaunch::kAfterSchedule) {
+      // finish_grad_sync (or 1F1B's grad_sync_func after the cooldown): once the schedule has
+      // returned, before the step.
       for (const ChunkPlan* p : plans) {
         for (std::size_t i = 0; i < p->buckets.size(); ++i)
-          reduce_bucket(*p, i, grads.back(), "at finish_grad_sync");
+          reduce_bucket(
+              *p, i, grads.back(),
+              overlap_ && !warmup_ ? "by grad_sync_func after the cooldown" : "at finish_grad_sync",
+              true);
       }
       return;
     }
@@ -277,9 +310,14 @@ class MegatronPass {
       const auto k = static_cast<std::size_t>(std::find(grads.begin(), grads.end(), last_grad) -
                                               grads.begin());
       const std::size_t point = k + static_cast<std::size_t>(ctx_.pipeline_rank(rank));
-      const ir::TaskId anchor = point < grads.size() ? grads[point] : grads.back();
-      for (std::size_t i = 0; i < p->buckets.size(); ++i)
-        reduce_bucket(*p, i, anchor, "by grad_sync_func after backward " + std::to_string(point));
+      const bool past_end = point >= grads.size();
+      const ir::TaskId anchor = past_end ? grads.back() : grads[point];
+      for (std::size_t i = 0; i < p->buckets.size(); ++i) {
+        reduce_bucket(*p, i, anchor,
+                      past_end ? "by grad_sync_func after the cooldown"
+                               : "by grad_sync_func after backward " + std::to_string(point),
+                      past_end);
+      }
     }
   }
 

@@ -195,5 +195,19 @@ TEST(SyncEvaluation, GatheredParametersShowInTheSimulatedMemory) {
   EXPECT_GT(z3.result.ranks[0].peak_memory_bytes, 0);
 }
 
+TEST(SyncEvaluation, EveryPolicyGivesTheSameStepWithOneReplicaOrAll) {
+  // The replicas are copies, so the symmetric graph must predict exactly what the full one does
+  // — a rendezvous mismatch between replicas would also deadlock the full graph.
+  for (const char* name : {"ddp", "megatron-ddp", "megatron-distopt", "fairscale-sdp", "zero1",
+                           "zero2", "zero3", "fsdp1", "fsdp2"}) {
+    Scenario s = gpt_125m(2, 2, {.policy = *schedules::parse_sync_policy(name)});
+    s.parallel.tp = 2;
+    const Evaluation sym = evaluate(s, Replication::kSymmetric);
+    const Evaluation full = evaluate(s, Replication::kFull);
+    EXPECT_EQ(sym.result.makespan, full.result.makespan) << name;
+    EXPECT_EQ(sym.result.ranks[0].comm_exposed, full.result.ranks[0].comm_exposed) << name;
+  }
+}
+
 }  // namespace
 }  // namespace metron::plan

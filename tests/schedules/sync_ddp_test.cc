@@ -7,8 +7,8 @@
 // backward's, top layer first and, within a layer, the later-registered tensor first) is
 //   L3.b L3.a L2.b L2.a L1.b L1.a L0.b L0.a.
 // A bucket's last gradient is that of its lowest layer, so its hook fires once the backward has
-// passed that layer (§1.1): the pass cuts the backward there (Note [compute pieces]: a backward runs
-// its pieces top layers first).
+// passed that layer (§1.1): the pass cuts the backward there (Note [compute pieces]: a backward
+// runs its pieces top layers first).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,18 +23,18 @@
 namespace metron::schedules {
 namespace {
 
-using ::testing::Contains;
-using ::testing::ElementsAre;
-using ::testing::UnorderedElementsAre;
 using ir::CollectiveOp;
 using ir::LayerRange;
 using ir::Phase;
 using ir::RankId;
 using ir::TaskId;
-using testing::IssuedCollective;
+using ::testing::Contains;
+using ::testing::ElementsAre;
 using testing::issued_collectives;
+using testing::IssuedCollective;
 using testing::make_sync_step;
 using testing::SyncStepSpec;
+using ::testing::UnorderedElementsAre;
 
 ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
   auto step = make_sync_step(spec);
@@ -109,8 +109,9 @@ void expect_reduced_right_after(const ir::Graph& g, RankId rank,
 // once, an all-reduce of the whole bucket on the data-parallel group "dp0" (pipeline rank 0).
 // §2.3.4: launch strictly in bucket order, so the group's sequence numbers are 0, 1, 2.
 TEST(DdpSync, SteadyStateReducesRebuiltBucketsOnTheLastMicrobatch) {
-  const ir::Graph g = lower_with(
-      {.microbatches = 2}, {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
+  const ir::Graph g =
+      lower_with({.microbatches = 2},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
   const auto all = issued_collectives(g, RankId{0});
   ASSERT_EQ(all.size(), 3U);
   EXPECT_THAT(bytes_of(all), ElementsAre(220, 440, 220));
@@ -136,8 +137,9 @@ TEST(DdpSync, SteadyStateReducesRebuiltBucketsOnTheLastMicrobatch) {
 // waits on every bucket (§2.3.5), so the optimizer step depends on all three.
 // Microbatch 0's backward, under no_sync, stays whole.
 TEST(DdpSync, EachBucketIsReducedRightAfterThePieceProducingItsLowestLayer) {
-  const ir::Graph g = lower_with(
-      {.microbatches = 2}, {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
+  const ir::Graph g =
+      lower_with({.microbatches = 2},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
   const RankId r{0};
   EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kBackward, 0)),
               ElementsAre(LayerRange{0, 4}));
@@ -156,12 +158,13 @@ TEST(DdpSync, EachBucketIsReducedRightAfterThePieceProducingItsLowestLayer) {
 // share the lowest layer 3-j, hence the hook point: piece [3-j, 4-j). §2.3.4: launch is strictly in
 // bucket order, so after that piece come all-reduce 2j then 2j+1, back to back.
 TEST(DdpSync, BucketsSharingAHookPointLaunchInBucketOrder) {
-  const ir::Graph g = lower_with(
-      {.microbatches = 2}, {.policy = SyncPolicy::kDdp, .bucket_size = 20, .first_bucket_bytes = 20});
+  const ir::Graph g =
+      lower_with({.microbatches = 2},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 20, .first_bucket_bytes = 20});
   const RankId r{0};
   const std::vector<TaskId> pieces = compute_tasks(g, r, Phase::kBackward, 1);
-  ASSERT_THAT(layers_of(g, pieces), ElementsAre(LayerRange{3, 4}, LayerRange{2, 3},
-                                                LayerRange{1, 2}, LayerRange{0, 1}));
+  ASSERT_THAT(layers_of(g, pieces),
+              ElementsAre(LayerRange{3, 4}, LayerRange{2, 3}, LayerRange{1, 2}, LayerRange{0, 1}));
   const auto all = issued_collectives(g, r);
   ASSERT_EQ(all.size(), 8U);
   EXPECT_THAT(bytes_of(all), ElementsAre(20, 200, 20, 200, 20, 200, 20, 200));
@@ -208,7 +211,8 @@ TEST(DdpSync, WarmupReducesOneBucketOfEverythingAfterTheWholeBackward) {
 // Without the hook: 440, 880, 440 bytes of fp32; with it: 220, 440, 220 bytes of fp16.
 TEST(DdpSync, Fp16CompressionHalvesTheBytesOfFp32Gradients) {
   const SyncStepSpec spec{.microbatches = 2, .grad_bytes = 4};
-  const SyncOptions plain{.policy = SyncPolicy::kDdp, .bucket_size = 880, .first_bucket_bytes = 200};
+  const SyncOptions plain{
+      .policy = SyncPolicy::kDdp, .bucket_size = 880, .first_bucket_bytes = 200};
   SyncOptions hooked = plain;
   hooked.comm_hook = CommHook::kFp16Compress;
   const ir::Graph without = lower_with(spec, plain);
@@ -250,9 +254,9 @@ TEST(DdpSync, Fp16CompressionLeavesSixteenBitGradientsAtTheirSize) {
 // Microbatches 4: only microbatch 3's backward reduces; it is cut at the buckets' lowest layers:
 // rank 1 [3,4) then [2,3), rank 0 [1,2) then [0,1). Each group numbers its own collectives 0, 1.
 TEST(DdpSync, EachPipelineRankReducesItsOwnBucketsOnItsOwnGroup) {
-  const ir::Graph g = lower_with({.pp = 2, .microbatches = 4},
-                                 {.policy = SyncPolicy::kDdp, .bucket_size = 440,
-                                  .first_bucket_bytes = 100});
+  const ir::Graph g =
+      lower_with({.pp = 2, .microbatches = 4},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
   const std::vector<std::vector<LayerRange>> expected_pieces{{{1, 2}, {0, 1}}, {{3, 4}, {2, 3}}};
   for (std::int32_t r = 0; r < 2; ++r) {
     const RankId rank{r};
@@ -279,9 +283,9 @@ TEST(DdpSync, EachPipelineRankReducesItsOwnBucketsOnItsOwnGroup) {
 // 1-2 / layer 0); microbatch 1's W is cut into [3,4), [1,3), [0,1) and each all-reduce follows its
 // W piece, while I stays whole and carries no collective.
 TEST(DdpSync, SplitBackwardReducesAfterTheWeightGradientPieces) {
-  const ir::Graph g = lower_with({.microbatches = 2, .split_backward = true},
-                                 {.policy = SyncPolicy::kDdp, .bucket_size = 440,
-                                  .first_bucket_bytes = 100});
+  const ir::Graph g =
+      lower_with({.microbatches = 2, .split_backward = true},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
   const RankId r{0};
   EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kBackwardInput, 1)),
               ElementsAre(LayerRange{0, 4}));
@@ -304,9 +308,9 @@ TEST(DdpSync, SplitBackwardReducesAfterTheWeightGradientPieces) {
 // order, so the members of one instance carry the same sequence number and bytes. Buckets per rank
 // as in the pp-2 test: two of 220 bytes.
 TEST(DdpSync, FullReplicationJoinsRanksOfOnePipelineRankWithAgreeingSequenceNumbers) {
-  const ir::Graph g = lower_with({.pp = 2, .microbatches = 2, .replicas = 2},
-                                 {.policy = SyncPolicy::kDdp, .bucket_size = 440,
-                                  .first_bucket_bytes = 100});
+  const ir::Graph g =
+      lower_with({.pp = 2, .microbatches = 2, .replicas = 2},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 440, .first_bucket_bytes = 100});
   ASSERT_EQ(g.num_ranks(), 4);
   for (std::int32_t r = 0; r < 2; ++r) {
     const auto name = r == 0 ? "dp0" : "dp1";

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -24,23 +26,23 @@
 namespace metron::schedules {
 namespace {
 
-using ::testing::Contains;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
-using ::testing::IsEmpty;
-using ::testing::Not;
-using ::testing::ThrowsMessage;
-using ::testing::UnorderedElementsAre;
 using ir::CollectiveOp;
 using ir::LayerRange;
 using ir::Phase;
 using ir::RankId;
 using ir::TaskId;
-using testing::IssuedCollective;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using testing::issued_collectives;
+using testing::IssuedCollective;
 using testing::make_sync_step;
+using ::testing::Not;
 using testing::SyncStep;
 using testing::SyncStepSpec;
+using ::testing::ThrowsMessage;
+using ::testing::UnorderedElementsAre;
 
 ir::Graph build_with(SyncStep step, const SyncOptions& options) {
   add_sync_policy(step.builder, step.input, options);
@@ -119,8 +121,8 @@ std::vector<std::int32_t> chunks_of(const ir::Graph& g, const std::vector<Issued
   return out;
 }
 
-/// Each collective depends on `anchors[k]`, is issued `k`-th right after it (several after one
-/// anchor come back to back) and every optimizer step piece comes after it, the first waiting for it.
+/// Each collective depends on `anchors[k]` and is issued right after it (several after one anchor
+/// back to back, in the given order); the (first) optimizer step waits for each.
 void expect_issued_right_after(const ir::Graph& g, RankId rank,
                                const std::vector<IssuedCollective>& all,
                                const std::vector<TaskId>& anchors) {
@@ -145,8 +147,8 @@ void expect_issued_right_after(const ir::Graph& g, RankId rank,
 // of 880 bytes on "dp0", after microbatch 1's backward (not cut: no hook fires), before the step,
 // which waits for it.
 TEST(MegatronDdpSync, WithoutOverlapOneAllReducePerBufferAtFinishGradSync) {
-  const ir::Graph g = lower_with({.microbatches = 2},
-                                 {.policy = SyncPolicy::kMegatronDdp, .bucket_size = 110});
+  const ir::Graph g =
+      lower_with({.microbatches = 2}, {.policy = SyncPolicy::kMegatronDdp, .bucket_size = 110});
   const RankId r{0};
   const std::vector<TaskId> backward = compute_tasks(g, r, Phase::kBackward, 1);
   ASSERT_THAT(layers_of(g, backward), ElementsAre(LayerRange{0, 4}));
@@ -215,8 +217,8 @@ TEST(MegatronDdpSync, WithoutOverlapEachRankReducesAfterItsPipelineSchedule) {
 //           elements, 440 bytes); L1.b, L1.a, L0.b, L0.a: 220 >= 150 -> bucket 1 = layers 0-1;
 //   rank 1: one bucket of 4·110 = 440 elements, 880 bytes.
 // Rank 0 is the first stage: its last backward (B of microbatch 3) runs with sync enabled and the
-// hooks fire per bucket (§3.9): the backward is cut at 2 into [2,4) and [0,2), each all-reduce right
-// after its piece.
+// hooks fire per bucket (§3.9): the backward is cut at 2 into [2,4) and [0,2), each all-reduce
+// right after its piece.
 void expect_first_stage_hooks(const ir::Graph& g) {
   const RankId r{0};
   const std::vector<TaskId> pieces = compute_tasks(g, r, Phase::kBackward, 3);
@@ -230,11 +232,11 @@ void expect_first_stage_hooks(const ir::Graph& g) {
 // on every stage (SCHEDULES.md §1.7): rank 1's single bucket is launched by its hook inside the
 // backward, right after it and before that backward's gradient is sent.
 TEST(MegatronDdpSync, OverlapWithoutAlignmentFiresHooksOnEveryStage) {
-  const ir::Graph g = lower_with({.pp = 2, .microbatches = 4, .layers = 8},
-                                 {.policy = SyncPolicy::kMegatronDdp,
-                                  .bucket_size = 150,
-                                  .overlap_grad_reduce = true,
-                                  .align_grad_reduce = false});
+  const ir::Graph g =
+      lower_with({.pp = 2, .microbatches = 4, .layers = 8}, {.policy = SyncPolicy::kMegatronDdp,
+                                                             .bucket_size = 150,
+                                                             .overlap_grad_reduce = true,
+                                                             .align_grad_reduce = false});
   expect_first_stage_hooks(g);
   const RankId r{1};
   const std::vector<TaskId> backward = compute_tasks(g, r, Phase::kBackward, 3);
@@ -250,10 +252,9 @@ TEST(MegatronDdpSync, OverlapWithoutAlignmentFiresHooksOnEveryStage) {
 // SCHEDULES.md §1.3: after the last send_backward): rank 1's all-reduce depends on its last
 // backward but is issued after every transfer of the rank, before the step.
 TEST(MegatronDdpSync, AlignedGradReduceLaunchesLaterStagesAfterTheCooldown) {
-  const ir::Graph g = lower_with({.pp = 2, .microbatches = 4, .layers = 8},
-                                 {.policy = SyncPolicy::kMegatronDdp,
-                                  .bucket_size = 150,
-                                  .overlap_grad_reduce = true});
+  const ir::Graph g = lower_with(
+      {.pp = 2, .microbatches = 4, .layers = 8},
+      {.policy = SyncPolicy::kMegatronDdp, .bucket_size = 150, .overlap_grad_reduce = true});
   expect_first_stage_hooks(g);
   const RankId r{1};
   const std::vector<TaskId> backward = compute_tasks(g, r, Phase::kBackward, 3);
@@ -336,18 +337,17 @@ TEST(MegatronDdpSync, InterleavedAlignedGradReduceLaunchesChunksAtShiftedBackwar
 // param_data, 384·2 = 768 bytes, each depending on the step; none elsewhere, and the forward is not
 // cut.
 TEST(MegatronDistoptSync, ReduceScattersPaddedBucketsAndGathersAfterTheStep) {
-  const ir::Graph g = lower_with({.microbatches = 2, .data_parallel = 3},
-                                 {.policy = SyncPolicy::kMegatronDistopt,
-                                  .bucket_size = 150,
-                                  .overlap_grad_reduce = true});
+  const ir::Graph g = lower_with(
+      {.microbatches = 2, .data_parallel = 3},
+      {.policy = SyncPolicy::kMegatronDistopt, .bucket_size = 150, .overlap_grad_reduce = true});
   const RankId r{0};
   const auto all = issued_collectives(g, r);
   const auto rs = of_op(all, CollectiveOp::kReduceScatter);
   const auto ag = of_op(all, CollectiveOp::kAllGather);
   ASSERT_EQ(all.size(), 8U);
   const std::vector<TaskId> pieces = compute_tasks(g, r, Phase::kBackward, 1);
-  ASSERT_THAT(layers_of(g, pieces), ElementsAre(LayerRange{3, 4}, LayerRange{2, 3},
-                                                LayerRange{1, 2}, LayerRange{0, 1}));
+  ASSERT_THAT(layers_of(g, pieces),
+              ElementsAre(LayerRange{3, 4}, LayerRange{2, 3}, LayerRange{1, 2}, LayerRange{0, 1}));
   EXPECT_THAT(bytes_of(rs), ElementsAre(768, 768, 768, 768));
   EXPECT_THAT(buckets_of(rs), ElementsAre(0, 1, 2, 3));
   expect_issued_right_after(g, r, rs, pieces);
@@ -359,8 +359,7 @@ TEST(MegatronDistoptSync, ReduceScattersPaddedBucketsAndGathersAfterTheStep) {
     EXPECT_THAT(g.task(c.id).deps, ElementsAre(step));
     EXPECT_GT(g.issue_position(c.id), g.issue_position(step));
   }
-  EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kForward, 0)),
-              ElementsAre(LayerRange{0, 4}));
+  EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kForward, 0)), ElementsAre(LayerRange{0, 4}));
 }
 
 // d = 2 (lcm(2, 128) = 128), no overlap: one bucket (§3.1). Tensor starts at multiples of 64:
@@ -374,17 +373,16 @@ TEST(MegatronDistoptSync, ReduceScattersPaddedBucketsAndGathersAfterTheStep) {
 TEST(MegatronDistoptSync, GradReduceInFp32SetsTheReduceScatterBytes) {
   const SyncStepSpec spec{.microbatches = 2, .data_parallel = 2, .grad_bytes = 4};
   const auto lower = [&](std::optional<bool> fp32) {
-    return lower_with(spec,
-                      {.policy = SyncPolicy::kMegatronDistopt, .grad_reduce_in_fp32 = fp32});
+    return lower_with(spec, {.policy = SyncPolicy::kMegatronDistopt, .grad_reduce_in_fp32 = fp32});
   };
   const struct {
     std::optional<bool> fp32;
     std::int64_t rs_bytes;
     ir::DType dtype;
-  } kCases[] = {{true, 3072, ir::DType::kFp32},
-                {false, 1536, ir::DType::kBf16},
-                {std::nullopt, 3072, ir::DType::kFp32}};
-  for (const auto& c : kCases) {
+  } cases[] = {{true, 3072, ir::DType::kFp32},
+               {false, 1536, ir::DType::kBf16},
+               {std::nullopt, 3072, ir::DType::kFp32}};
+  for (const auto& c : cases) {
     const ir::Graph g = lower(c.fp32);
     const auto all = issued_collectives(g, RankId{0});
     const auto rs = of_op(all, CollectiveOp::kReduceScatter);
@@ -422,11 +420,10 @@ TEST(MegatronDdpSync, GradReduceInFp32SetsTheAllReduceBytes) {
 // each forward piece depending on the gather of its bucket. Later microbatches find everything
 // gathered (microbatch 1's forward stays whole) and nothing is gathered in the step (§3.5).
 TEST(MegatronDistoptSync, OverlapParamGatherChainsOneDeepInTheFirstForward) {
-  const ir::Graph g = lower_with({.microbatches = 2},
-                                 {.policy = SyncPolicy::kMegatronDistopt,
-                                  .bucket_size = 150,
-                                  .overlap_grad_reduce = true,
-                                  .overlap_param_gather = true});
+  const ir::Graph g = lower_with({.microbatches = 2}, {.policy = SyncPolicy::kMegatronDistopt,
+                                                       .bucket_size = 150,
+                                                       .overlap_grad_reduce = true,
+                                                       .overlap_param_gather = true});
   const RankId r{0};
   const auto all = issued_collectives(g, r);
   const auto ag = of_op(all, CollectiveOp::kAllGather);
@@ -436,8 +433,8 @@ TEST(MegatronDistoptSync, OverlapParamGatherChainsOneDeepInTheFirstForward) {
   EXPECT_THAT(bytes_of(ag), ElementsAre(512, 512, 512, 512));
   EXPECT_THAT(bytes_of(rs), ElementsAre(512, 512, 512, 512));
   const std::vector<TaskId> f = compute_tasks(g, r, Phase::kForward, 0);
-  ASSERT_THAT(layers_of(g, f), ElementsAre(LayerRange{0, 1}, LayerRange{1, 2}, LayerRange{2, 3},
-                                           LayerRange{3, 4}));
+  ASSERT_THAT(layers_of(g, f),
+              ElementsAre(LayerRange{0, 1}, LayerRange{1, 2}, LayerRange{2, 3}, LayerRange{3, 4}));
   const auto pos = [&](TaskId t) { return g.issue_position(t); };
   EXPECT_LT(pos(ag[0].id), pos(ag[1].id));
   EXPECT_LT(pos(ag[1].id), pos(f[0]));
@@ -446,8 +443,7 @@ TEST(MegatronDistoptSync, OverlapParamGatherChainsOneDeepInTheFirstForward) {
   EXPECT_LT(pos(f[1]), pos(ag[3].id));
   EXPECT_LT(pos(ag[3].id), pos(f[2]));
   for (std::size_t k = 0; k < 4; ++k) EXPECT_THAT(g.task(f[k]).deps, Contains(ag[k].id)) << k;
-  EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kForward, 1)),
-              ElementsAre(LayerRange{0, 4}));
+  EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kForward, 1)), ElementsAre(LayerRange{0, 4}));
   EXPECT_LT(pos(ag[3].id), pos(compute_tasks(g, r, Phase::kBackward, 0).front()));
 }
 
@@ -457,12 +453,11 @@ TEST(MegatronDistoptSync, OverlapParamGatherChainsOneDeepInTheFirstForward) {
 // microbatch 1's whole backward, in group order g[0]..g[3] (buckets as in the chain test, 512
 // bytes each). Nothing is cut.
 TEST(MegatronDistoptSync, WarmupWithOverlapParamGatherGathersNothingAndReducesAtFinish) {
-  const ir::Graph g = lower_with({.microbatches = 2},
-                                 {.policy = SyncPolicy::kMegatronDistopt,
-                                  .iteration = Iteration::kWarmup,
-                                  .bucket_size = 150,
-                                  .overlap_grad_reduce = true,
-                                  .overlap_param_gather = true});
+  const ir::Graph g = lower_with({.microbatches = 2}, {.policy = SyncPolicy::kMegatronDistopt,
+                                                       .iteration = Iteration::kWarmup,
+                                                       .bucket_size = 150,
+                                                       .overlap_grad_reduce = true,
+                                                       .overlap_param_gather = true});
   const RankId r{0};
   const auto all = issued_collectives(g, r);
   EXPECT_THAT(of_op(all, CollectiveOp::kAllGather), IsEmpty());
@@ -472,8 +467,7 @@ TEST(MegatronDistoptSync, WarmupWithOverlapParamGatherGathersNothingAndReducesAt
   const std::vector<TaskId> backward = compute_tasks(g, r, Phase::kBackward, 1);
   ASSERT_THAT(layers_of(g, backward), ElementsAre(LayerRange{0, 4}));
   expect_issued_right_after(g, r, rs, std::vector<TaskId>(4, backward[0]));
-  EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kForward, 0)),
-              ElementsAre(LayerRange{0, 4}));
+  EXPECT_THAT(layers_of(g, compute_tasks(g, r, Phase::kForward, 0)), ElementsAre(LayerRange{0, 4}));
 }
 
 // Interleaved (pp 2, vp 2, 4 microbatches, 8 layers; placement as in the aligned grad test),
@@ -488,12 +482,12 @@ TEST(MegatronDistoptSync, WarmupWithOverlapParamGatherGathersNothingAndReducesAt
 // Rank 0's first forward (microbatch 0, chunk 0) is cut at layer 1 into [0,1) and [1,2), each
 // waiting for its bucket's gather; chunk 1's forward of microbatch 0 waits for chunk 1's gather.
 TEST(MegatronDistoptSync, AlignedParamGatherDispatchesChunksZeroAndOneBeforeTheFirstForward) {
-  const ir::Graph g = lower_with(
-      {.schedule = "interleaved-1f1b", .pp = 2, .vp = 2, .microbatches = 4, .layers = 8},
-      {.policy = SyncPolicy::kMegatronDistopt,
-       .bucket_size = 150,
-       .overlap_grad_reduce = true,
-       .overlap_param_gather = true});
+  const ir::Graph g =
+      lower_with({.schedule = "interleaved-1f1b", .pp = 2, .vp = 2, .microbatches = 4, .layers = 8},
+                 {.policy = SyncPolicy::kMegatronDistopt,
+                  .bucket_size = 150,
+                  .overlap_grad_reduce = true,
+                  .overlap_param_gather = true});
   for (std::int32_t r = 0; r < 2; ++r) {
     const RankId rank{r};
     const auto ag = of_op(issued_collectives(g, rank), CollectiveOp::kAllGather);
@@ -531,13 +525,13 @@ TEST(MegatronDistoptSync, AlignedParamGatherDispatchesChunksZeroAndOneBeforeTheF
 // bucket of 384 padded elements (as in the aligned test): 768 bytes. finalize_model_grads precedes
 // every optimizer step, so chunk 0's step waits for every reduce-scatter.
 TEST(MegatronDistoptSync, OverlapWithOptimizerStepGathersChunkZeroAfterItsStep) {
-  const ir::Graph g = lower_with(
-      {.schedule = "interleaved-1f1b", .pp = 2, .vp = 2, .microbatches = 4, .layers = 8},
-      {.policy = SyncPolicy::kMegatronDistopt,
-       .bucket_size = 150,
-       .overlap_grad_reduce = true,
-       .overlap_param_gather = true,
-       .overlap_param_gather_with_optimizer_step = true});
+  const ir::Graph g =
+      lower_with({.schedule = "interleaved-1f1b", .pp = 2, .vp = 2, .microbatches = 4, .layers = 8},
+                 {.policy = SyncPolicy::kMegatronDistopt,
+                  .bucket_size = 150,
+                  .overlap_grad_reduce = true,
+                  .overlap_param_gather = true,
+                  .overlap_param_gather_with_optimizer_step = true});
   for (std::int32_t r = 0; r < 2; ++r) {
     const RankId rank{r};
     const std::vector<TaskId> steps = optimizer_steps(g, rank);
@@ -598,23 +592,26 @@ TEST(MegatronDistoptSync, InstancesReduceScatterWithinThenAllReduceTheShardAcros
 // padded elements as in the chain test): RS 512 bytes, AR 256 bytes, in the order RS0 AR0 RS1 AR1
 // ..., all on the same stream, which is not the compute stream.
 TEST(MegatronDistoptSync, InstancesIssueBothCollectivesOnOneDedicatedStream) {
-  const ir::Graph g = lower_with({.microbatches = 2, .data_parallel = 4},
-                                 {.policy = SyncPolicy::kMegatronDistopt,
-                                  .bucket_size = 150,
-                                  .overlap_grad_reduce = true,
-                                  .distributed_optimizer_instances = 2});
+  const ir::Graph g =
+      lower_with({.microbatches = 2, .data_parallel = 4}, {.policy = SyncPolicy::kMegatronDistopt,
+                                                           .bucket_size = 150,
+                                                           .overlap_grad_reduce = true,
+                                                           .distributed_optimizer_instances = 2});
   const RankId r{0};
   const auto all = issued_collectives(g, r);
-  ASSERT_EQ(all.size(), 9U);  // 4 × (RS, AR) and one AG
-  const ir::StreamId comm = g.task(all[0].id).stream;
-  EXPECT_NE(comm, g.task(optimizer_steps(g, r).front()).stream);
+  ASSERT_EQ(all.size(), 12U);  // 4 × (RS, AR), then 4 AGs after the step
+  const auto stream_of = [&](const IssuedCollective& c) {
+    return g.stream(g.task(c.id).stream).name;
+  };
+  const std::string comm = stream_of(all[0]);
+  EXPECT_NE(comm, g.stream(g.task(optimizer_steps(g, r).front()).stream).name);
   for (std::size_t k = 0; k < 4; ++k) {
     EXPECT_EQ(all[2 * k].op, CollectiveOp::kReduceScatter) << k;
     EXPECT_EQ(all[2 * k].bytes, 512) << k;
     EXPECT_EQ(all[2 * k + 1].op, CollectiveOp::kAllReduce) << k;
     EXPECT_EQ(all[2 * k + 1].bytes, 256) << k;
-    EXPECT_EQ(g.task(all[2 * k].id).stream, comm) << k;
-    EXPECT_EQ(g.task(all[2 * k + 1].id).stream, comm) << k;
+    EXPECT_EQ(stream_of(all[2 * k]), comm) << k;
+    EXPECT_EQ(stream_of(all[2 * k + 1]), comm) << k;
   }
 }
 
@@ -636,9 +633,8 @@ TEST(MegatronDistoptSync, InstanceGroupsSplitTheReplicasBothWays) {
     EXPECT_THAT(intra, Contains(RankId{r}));
     EXPECT_THAT(inter, Contains(RankId{r}));
     std::vector<RankId> both;
-    std::copy_if(intra.begin(), intra.end(), std::back_inserter(both), [&](RankId x) {
-      return std::find(inter.begin(), inter.end(), x) != inter.end();
-    });
+    std::copy_if(intra.begin(), intra.end(), std::back_inserter(both),
+                 [&](RankId x) { return std::find(inter.begin(), inter.end(), x) != inter.end(); });
     EXPECT_THAT(both, ElementsAre(RankId{r})) << r;
     EXPECT_EQ(all[0].bytes, 1536) << r;
     EXPECT_EQ(all[1].bytes, 768) << r;
@@ -653,18 +649,18 @@ TEST(MegatronSyncOptions, InvalidCombinationsThrowInvalidConfig) {
   const auto lower = [](std::int32_t dp, const SyncOptions& options) {
     return [dp, options] { (void)lower_with({.data_parallel = dp}, options); };
   };
-  EXPECT_THAT(lower(2, {.policy = SyncPolicy::kMegatronDistopt, .overlap_param_gather = true}),
-              ThrowsMessage<InvalidConfig>(
-                  HasSubstr("overlap_param_gather needs overlap_grad_reduce")));
+  EXPECT_THAT(
+      lower(2, {.policy = SyncPolicy::kMegatronDistopt, .overlap_param_gather = true}),
+      ThrowsMessage<InvalidConfig>(HasSubstr("overlap_param_gather needs overlap_grad_reduce")));
   EXPECT_THAT(lower(2, {.policy = SyncPolicy::kMegatronDdp,
                         .overlap_grad_reduce = true,
                         .overlap_param_gather = true}),
               ThrowsMessage<InvalidConfig>(
                   HasSubstr("overlap_param_gather applies to megatron-distopt only")));
-  EXPECT_THAT(lower(4, {.policy = SyncPolicy::kMegatronDistopt,
-                        .distributed_optimizer_instances = 3}),
-              ThrowsMessage<InvalidConfig>(HasSubstr(
-                  "distributed_optimizer_instances 3 must divide the data-parallel size 4")));
+  EXPECT_THAT(
+      lower(4, {.policy = SyncPolicy::kMegatronDistopt, .distributed_optimizer_instances = 3}),
+      ThrowsMessage<InvalidConfig>(
+          HasSubstr("distributed_optimizer_instances 3 must divide the data-parallel size 4")));
 }
 
 }  // namespace

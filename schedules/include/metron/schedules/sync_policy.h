@@ -13,7 +13,7 @@
 //   streams:
 //
 //     ddp                 AR per bucket (25 MiB, first 1 MiB, gradient-ready order), strictly in
-//                         bucket order, last microbatch only (no_sync), on "dp-grad"; the step
+//                         bucket order, last microbatch only (no_sync), on "dp"; the step
 //                         waits for all. fp16/bf16 compression hook halves fp32 bytes.
 //     megatron-ddp        AR per bucket group (max(40M, 1M·d) elements), hook-driven when
 //                         overlap_grad_reduce, else all at finish_grad_sync after the backward;

@@ -30,8 +30,9 @@
 //       dispatches the next group, so AG(k−1) overlaps the forward of group k's layers; the first
 //       is exposed;
 //     - align_param_gather (interleaved): chunks 0 and 1 dispatch all their groups before the
-//       first forward (start_param_sync walks bucket groups from g[0], the last layers), chunk
-//       k ≥ 2 before the forward number v on rank r with v + r the first microbatch of chunk k−1;
+//       schedule's warm-up, ahead of the first receive (start_param_sync walks bucket groups
+//       from g[0], the last layers), chunk k ≥ 2 before the forward number v on rank r with
+//       v + r the first microbatch of chunk k−1;
 //       the pre-hooks only wait;
 //     - overlap_param_gather_with_optimizer_step: the step is one optimizer per chunk (chained),
 //       chunk 0 first, and chunk 0's gathers are dispatched right after its step, overlapping the
@@ -421,7 +422,7 @@ class MegatronPass {
     }
   }
 
-  /// Chunks 0 and 1: before the rank's first forward; chunk k ≥ 2: before forward number v where
+  /// Chunks 0 and 1: before the rank's first task; chunk k ≥ 2: before forward number v where
   /// v + pp_rank is the first microbatch of chunk k − 1 (else before the chunk's own forward).
   ir::TaskId aligned_dispatch_point(const ChunkPlan& p) const {
     std::vector<ir::TaskId> forwards;
@@ -438,7 +439,9 @@ class MegatronPass {
       forwards.push_back(t);
     }
     if (forwards.empty()) return at(ctx_.chunk_tasks(p.rank, p.chunk).forward, 0);
-    if (p.chunk < 2) return forwards.front();
+    // The schedule calls param_sync_func for chunks 0 and 1 before its warm-up, ahead of the
+    // first receive (SCHEDULES.md §1.7).
+    if (p.chunk < 2) return ctx_.builder().data().issue_order[p.rank.index()].front();
     const auto r = static_cast<std::size_t>(ctx_.pipeline_rank(p.rank));
     for (std::size_t v = 0; v < forwards.size(); ++v) {
       if (v + r >= forwards.size()) break;

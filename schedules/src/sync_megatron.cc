@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 #include <variant>
 
 #include "metron/base/error.h"
@@ -259,20 +260,17 @@ class MegatronPass {
 
   /// The rank's gradient tasks (the last backward compute of each microbatch) in issue order.
   std::vector<ir::TaskId> gradient_order(ir::RankId rank) const {
+    // The indexed gradient tasks (whole tasks: a split task's earlier pieces are not among them),
+    // put in issue order.
+    std::unordered_set<std::int32_t> gradients;
+    for (std::int32_t ch = 0; ch < ctx_.num_chunks(rank); ++ch) {
+      for (ir::TaskId t : ctx_.chunk_tasks(rank, ch).gradient) {
+        if (t.valid()) gradients.insert(t.value());
+      }
+    }
     std::vector<ir::TaskId> out;
     for (ir::TaskId t : ctx_.compute_order(rank)) {
-      const ir::Task& task = ctx_.builder().data().tasks[t.index()];
-      const auto& c = std::get<ir::Compute>(task.op);
-      const bool grad = c.phase == ir::Phase::kBackward || c.phase == ir::Phase::kBackwardWeight ||
-                        c.overlapped.has_value();
-      if (!grad) continue;
-      // Only whole tasks (a split task's pieces all but the last are not gradient tasks).
-      bool is_gradient = false;
-      for (std::int32_t ch = 0; ch < ctx_.num_chunks(rank) && !is_gradient; ++ch) {
-        const auto& g = ctx_.chunk_tasks(rank, ch).gradient;
-        is_gradient = std::find(g.begin(), g.end(), t) != g.end();
-      }
-      if (is_gradient) out.push_back(t);
+      if (gradients.contains(t.value())) out.push_back(t);
     }
     return out;
   }

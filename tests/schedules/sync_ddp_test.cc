@@ -23,6 +23,14 @@
 namespace metron::schedules {
 namespace {
 
+using testing::buckets_of;
+using testing::bytes_of;
+using testing::collective;
+using testing::compute_tasks;
+using testing::layers_of;
+using testing::lower_with;
+using testing::optimizer_step;
+
 using ir::CollectiveOp;
 using ir::LayerRange;
 using ir::Phase;
@@ -35,52 +43,6 @@ using testing::IssuedCollective;
 using testing::make_sync_step;
 using testing::SyncStepSpec;
 using ::testing::UnorderedElementsAre;
-
-ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
-  auto step = make_sync_step(spec);
-  add_sync_policy(step.builder, step.input, options);
-  return std::move(step.builder).build();  // validates
-}
-
-/// `rank`'s compute tasks of `phase` and microbatch `mb`, in issue order.
-std::vector<TaskId> compute_tasks(const ir::Graph& g, RankId rank, Phase phase, std::int32_t mb) {
-  std::vector<TaskId> out;
-  for (TaskId t : g.issue_order(rank)) {
-    const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
-    if (c != nullptr && c->phase == phase && g.task(t).microbatch.value() == mb) out.push_back(t);
-  }
-  return out;
-}
-
-std::vector<LayerRange> layers_of(const ir::Graph& g, const std::vector<TaskId>& tasks) {
-  std::vector<LayerRange> out;
-  for (TaskId t : tasks) out.push_back(g.task(t).layers);
-  return out;
-}
-
-TaskId optimizer_step(const ir::Graph& g, RankId rank) {
-  for (TaskId t : g.issue_order(rank)) {
-    const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
-    if (c != nullptr && c->phase == Phase::kOptimizer) return t;
-  }
-  return {};
-}
-
-const ir::Collective& collective(const ir::Graph& g, TaskId t) {
-  return std::get<ir::Collective>(g.task(t).op);
-}
-
-std::vector<std::int64_t> bytes_of(const std::vector<IssuedCollective>& all) {
-  std::vector<std::int64_t> out;
-  for (const IssuedCollective& c : all) out.push_back(c.bytes);
-  return out;
-}
-
-std::vector<std::int32_t> buckets_of(const std::vector<IssuedCollective>& all) {
-  std::vector<std::int32_t> out;
-  for (const IssuedCollective& c : all) out.push_back(c.bucket);
-  return out;
-}
 
 /// Checks that every collective is an all-reduce issued right after the piece it depends on and
 /// that the optimizer step waits for it.

@@ -20,6 +20,8 @@
 namespace metron::schedules {
 namespace {
 
+using testing::lower_with;
+
 using ::testing::ElementsAre;
 using ::testing::IsSupersetOf;
 using testing::make_sync_step;
@@ -27,12 +29,6 @@ using testing::SyncStepSpec;
 
 SyncStepSpec step_spec(std::int32_t pp, std::int32_t microbatches) {
   return {.pp = pp, .microbatches = microbatches, .layers = 4, .data_parallel = 2, .replicas = 2};
-}
-
-ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
-  testing::SyncStep step = make_sync_step(spec);
-  add_sync_policy(step.builder, step.input, options);
-  return std::move(step.builder).build();  // validates
 }
 
 // F1[2] (forward of mb 1 running layer 2; [0-3] for several layers), B likewise, STEP,

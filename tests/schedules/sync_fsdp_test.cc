@@ -21,6 +21,8 @@
 namespace metron::schedules {
 namespace {
 
+using testing::lower_with;
+
 using ::testing::Contains;
 using ::testing::HasSubstr;
 using testing::make_sync_step;
@@ -30,12 +32,6 @@ using ::testing::UnorderedElementsAre;
 
 SyncStepSpec small_step() {
   return {.pp = 1, .microbatches = 2, .layers = 4, .data_parallel = 2, .grad_bytes = 4};
-}
-
-ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
-  testing::SyncStep step = make_sync_step(spec);
-  add_sync_policy(step.builder, step.input, options);
-  return std::move(step.builder).build();  // validates
 }
 
 // One task as a short token: F1[2] (forward of mb 1 running layer 2; [0-3] for several layers),

@@ -26,6 +26,14 @@
 namespace metron::schedules {
 namespace {
 
+using testing::buckets_of;
+using testing::bytes_of;
+using testing::collective;
+using testing::compute_tasks;
+using testing::layers_of;
+using testing::lower_with;
+using testing::of_op;
+
 using ir::CollectiveOp;
 using ir::LayerRange;
 using ir::Phase;
@@ -49,10 +57,6 @@ ir::Graph build_with(SyncStep step, const SyncOptions& options) {
   return std::move(step.builder).build();  // validates
 }
 
-ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
-  return build_with(make_sync_step(spec), options);
-}
-
 /// `rank`'s compute tasks of `phase` satisfying `keep`, in issue order.
 std::vector<TaskId> compute_tasks(const ir::Graph& g, RankId rank, Phase phase,
                                   const std::function<bool(const ir::Task&)>& keep) {
@@ -61,20 +65,6 @@ std::vector<TaskId> compute_tasks(const ir::Graph& g, RankId rank, Phase phase,
     const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
     if (c != nullptr && c->phase == phase && keep(g.task(t))) out.push_back(t);
   }
-  return out;
-}
-
-/// `rank`'s compute tasks of `phase` for microbatch `mb` (and `chunk`, unless -1), in issue order.
-std::vector<TaskId> compute_tasks(const ir::Graph& g, RankId rank, Phase phase, std::int32_t mb,
-                                  std::int32_t chunk = -1) {
-  return compute_tasks(g, rank, phase, [&](const ir::Task& t) {
-    return t.microbatch.value() == mb && (chunk < 0 || t.chunk.value() == chunk);
-  });
-}
-
-std::vector<LayerRange> layers_of(const ir::Graph& g, const std::vector<TaskId>& tasks) {
-  std::vector<LayerRange> out;
-  for (TaskId t : tasks) out.push_back(g.task(t).layers);
   return out;
 }
 
@@ -90,29 +80,6 @@ std::int32_t last_transfer_position(const ir::Graph& g, RankId rank) {
     if (kind == ir::TaskKind::kSend || kind == ir::TaskKind::kRecv) last = g.issue_position(t);
   }
   return last;
-}
-
-const ir::Collective& collective(const ir::Graph& g, TaskId t) {
-  return std::get<ir::Collective>(g.task(t).op);
-}
-
-std::vector<IssuedCollective> of_op(const std::vector<IssuedCollective>& all, CollectiveOp op) {
-  std::vector<IssuedCollective> out;
-  std::copy_if(all.begin(), all.end(), std::back_inserter(out),
-               [&](const IssuedCollective& c) { return c.op == op; });
-  return out;
-}
-
-std::vector<std::int64_t> bytes_of(const std::vector<IssuedCollective>& all) {
-  std::vector<std::int64_t> out;
-  for (const IssuedCollective& c : all) out.push_back(c.bytes);
-  return out;
-}
-
-std::vector<std::int32_t> buckets_of(const std::vector<IssuedCollective>& all) {
-  std::vector<std::int32_t> out;
-  for (const IssuedCollective& c : all) out.push_back(c.bucket);
-  return out;
 }
 
 std::vector<std::int32_t> chunks_of(const ir::Graph& g, const std::vector<IssuedCollective>& all) {

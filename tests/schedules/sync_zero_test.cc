@@ -20,6 +20,12 @@
 namespace metron::schedules {
 namespace {
 
+using testing::buckets_of;
+using testing::bytes_of;
+using testing::lower_with;
+using testing::of_op;
+using testing::optimizer_step;
+
 using ir::CollectiveOp;
 using ir::RankId;
 using ir::TaskId;
@@ -32,19 +38,6 @@ using testing::make_sync_step;
 using ::testing::Not;
 using testing::SyncStepSpec;
 using ::testing::ThrowsMessage;
-
-ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
-  auto step = make_sync_step(spec);
-  add_sync_policy(step.builder, step.input, options);
-  return std::move(step.builder).build();
-}
-
-std::vector<IssuedCollective> of_op(const std::vector<IssuedCollective>& all, CollectiveOp op) {
-  std::vector<IssuedCollective> out;
-  std::copy_if(all.begin(), all.end(), std::back_inserter(out),
-               [&](const IssuedCollective& c) { return c.op == op; });
-  return out;
-}
 
 std::vector<IssuedCollective> of_microbatch(const std::vector<IssuedCollective>& all,
                                             std::int32_t mb) {
@@ -60,18 +53,6 @@ std::int64_t total_bytes(const std::vector<IssuedCollective>& all) {
   return sum;
 }
 
-std::vector<std::int64_t> bytes_of(const std::vector<IssuedCollective>& all) {
-  std::vector<std::int64_t> out;
-  for (const IssuedCollective& c : all) out.push_back(c.bytes);
-  return out;
-}
-
-std::vector<std::int32_t> buckets_of(const std::vector<IssuedCollective>& all) {
-  std::vector<std::int32_t> out;
-  for (const IssuedCollective& c : all) out.push_back(c.bucket);
-  return out;
-}
-
 /// The compute piece of `rank` running `layer` of microbatch `mb` in `phase`.
 TaskId piece(const ir::Graph& g, RankId rank, ir::Phase phase, std::int32_t mb,
              std::int32_t layer) {
@@ -82,14 +63,6 @@ TaskId piece(const ir::Graph& g, RankId rank, ir::Phase phase, std::int32_t mb,
         task.layers.first <= layer && layer < task.layers.last) {
       return t;
     }
-  }
-  return {};
-}
-
-TaskId optimizer_step(const ir::Graph& g, RankId rank) {
-  for (TaskId t : g.issue_order(rank)) {
-    const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
-    if (c != nullptr && c->phase == ir::Phase::kOptimizer) return t;
   }
   return {};
 }

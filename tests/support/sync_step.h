@@ -115,4 +115,67 @@ inline std::vector<IssuedCollective> issued_collectives(const ir::Graph& g, ir::
   return out;
 }
 
+/// The step of `spec` with `options`' sync policy, built (so validated).
+inline ir::Graph lower_with(const SyncStepSpec& spec, const SyncOptions& options) {
+  SyncStep step = make_sync_step(spec);
+  add_sync_policy(step.builder, step.input, options);
+  return std::move(step.builder).build();
+}
+
+inline std::vector<IssuedCollective> of_op(const std::vector<IssuedCollective>& all,
+                                           ir::CollectiveOp op) {
+  std::vector<IssuedCollective> out;
+  for (const IssuedCollective& c : all) {
+    if (c.op == op) out.push_back(c);
+  }
+  return out;
+}
+
+inline std::vector<std::int64_t> bytes_of(const std::vector<IssuedCollective>& all) {
+  std::vector<std::int64_t> out;
+  for (const IssuedCollective& c : all) out.push_back(c.bytes);
+  return out;
+}
+
+inline std::vector<std::int32_t> buckets_of(const std::vector<IssuedCollective>& all) {
+  std::vector<std::int32_t> out;
+  for (const IssuedCollective& c : all) out.push_back(c.bucket);
+  return out;
+}
+
+inline const ir::Collective& collective(const ir::Graph& g, ir::TaskId t) {
+  return std::get<ir::Collective>(g.task(t).op);
+}
+
+/// `rank`'s compute tasks of `phase` for microbatch `mb` (and `chunk`, unless -1), in issue order.
+inline std::vector<ir::TaskId> compute_tasks(const ir::Graph& g, ir::RankId rank, ir::Phase phase,
+                                             std::int32_t mb, std::int32_t chunk = -1) {
+  std::vector<ir::TaskId> out;
+  for (ir::TaskId t : g.issue_order(rank)) {
+    const ir::Task& task = g.task(t);
+    const auto* c = std::get_if<ir::Compute>(&task.op);
+    if (c != nullptr && c->phase == phase && task.microbatch.value() == mb &&
+        (chunk < 0 || task.chunk.value() == chunk)) {
+      out.push_back(t);
+    }
+  }
+  return out;
+}
+
+inline std::vector<ir::LayerRange> layers_of(const ir::Graph& g,
+                                             const std::vector<ir::TaskId>& tasks) {
+  std::vector<ir::LayerRange> out;
+  for (ir::TaskId t : tasks) out.push_back(g.task(t).layers);
+  return out;
+}
+
+/// `rank`'s (first) optimizer step, or an invalid id.
+inline ir::TaskId optimizer_step(const ir::Graph& g, ir::RankId rank) {
+  for (ir::TaskId t : g.issue_order(rank)) {
+    const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
+    if (c != nullptr && c->phase == ir::Phase::kOptimizer) return t;
+  }
+  return {};
+}
+
 }  // namespace metron::schedules::testing

@@ -10,6 +10,7 @@
 #include "cost_command.h"
 #include "graph_command.h"
 #include "metron/base/error.h"
+#include "plan_command.h"
 #include "presets_command.h"
 #include "schedule_command.h"
 #include "simulate_command.h"
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
   metron::cli::add_graph_command(app);
   metron::cli::add_schedule_command(app);
   metron::cli::add_simulate_command(app);
+  metron::cli::add_plan_command(app);
   metron::cli::add_presets_command(app);
   metron::cli::add_cost_command(app);
   metron::cli::add_check_trace_command(app);

@@ -14,6 +14,7 @@
 #include "metron/traces/chrome_trace_writer.h"
 #include "spec_loading.h"
 #include "sync_flags.h"
+#include "trace_metadata.h"
 
 namespace metron::cli {
 namespace {
@@ -87,22 +88,6 @@ plan::Scenario scenario_of(const SimulateOptions& o) {
   }
   s.sync = apply_sync_flags(o.sync, s.sync);
   return s;
-}
-
-std::vector<traces::Arg> trace_metadata(const plan::Scenario& s) {
-  const models::ParallelSpec& p = s.parallel;
-  return {{"tool", std::string("metron")},
-          {"source", std::string("simulator")},
-          {"model", s.model ? s.model->name : std::string("explicit costs")},
-          {"hardware", s.hardware.name},
-          {"schedule", s.schedule.name},
-          {"tp", p.tp},
-          {"pp", p.pp},
-          {"dp", p.dp},
-          {"vp", p.vp},
-          {"cp", p.cp},
-          {"ep", p.ep},
-          {"microbatches", p.microbatches().value_or(0)}};
 }
 
 void run(const SimulateOptions& o) {

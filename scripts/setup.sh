@@ -9,11 +9,10 @@
 set -euo pipefail
 
 # ---------------------------------------------------------------------------------------------
-# MAIN_JOB: what `scripts/setup.sh run` runs after building: one step of the built-in default
-# scenario (GPT-3 175B on 1,024 H100s) simulated, with its trace and result JSON; the planner will
-# replace it with `metron plan`. Paths are relative to the repository root.
-MAIN_JOB=(build/release/cli/metron simulate --trace build/default-step.trace.json
-          --json build/default-step.result.json)
+# MAIN_JOB: what `scripts/setup.sh run` runs after building: the planner on its built-in default
+# request (GPT-3 175B on up to 1,024 H100s), printing the ten fastest configurations that fit.
+# Paths are relative to the repository root.
+MAIN_JOB=(build/release/cli/metron plan)
 # ---------------------------------------------------------------------------------------------
 
 # Debian packages metron builds with. CUDA is not among them: it is used when present.

@@ -2,6 +2,7 @@
 
 #include "metron/plan/step_builder.h"
 
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -316,6 +317,20 @@ Step build_step(const Scenario& s, Replication replication) {
           models::optimizer_step_cost(*s.model, mp, state_policy(s), r, *compute).seconds;
     }
   }
+  // A collective is charged for the real group of its kind (comm_groups.h), whatever the graph
+  // holds of it: symmetric mode keeps one member, and tensor/context/expert peers are never in
+  // the graph. Worked out once per group on first use: parsing the group's name for every
+  // collective task cost more than the rest of the loop.
+  std::vector<std::optional<models::GroupPlacement>> placements(graph.data().groups.size());
+  const auto placement_of_group = [&](ir::GroupId group) {
+    std::optional<models::GroupPlacement>& p = placements[group.index()];
+    if (!p) {
+      const std::optional<schedules::GroupKind> kind =
+          schedules::group_kind(graph.group(group).name);
+      p = kind ? placement_of(*kind, groups, mp, s.hardware, s.sync) : groups.dp;
+    }
+    return *p;
+  };
   const auto model_stage = [&](ir::StageId stage) {
     return static_cast<std::size_t>(stage.value() % layout.model_stages);
   };
@@ -343,15 +358,9 @@ Step build_step(const Scenario& s, Replication replication) {
         }
       }
     } else if (const auto* coll = std::get_if<ir::Collective>(&task.op)) {
-      // Charged for the real group of its kind (comm_groups.h), whatever the graph holds of it:
-      // symmetric mode keeps one member, and tensor/context/expert peers are never in the graph.
       // A task standing for `count` collectives pays each one's latency.
-      const std::optional<schedules::GroupKind> kind =
-          schedules::group_kind(graph.group(coll->group).name);
-      const models::GroupPlacement placement =
-          kind ? placement_of(*kind, groups, mp, s.hardware, s.sync) : groups.dp;
-      seconds = coll->count *
-                comm.collective_time(comm_op(coll->op), coll->bytes / coll->count, placement);
+      seconds = coll->count * comm.collective_time(comm_op(coll->op), coll->bytes / coll->count,
+                                                   placement_of_group(coll->group));
     } else if (task.kind() == ir::TaskKind::kSend || task.kind() == ir::TaskKind::kRecv) {
       seconds = step.costs.p2p;
     }

@@ -134,17 +134,17 @@ std::vector<ir::LayerRange> assign_layers(const LayerAssignment& layers, std::in
                       "nothing to assign; expected layers, per_stage or first_stage/last_stage");
 }
 
-ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange>& ranges) {
-  ir::GraphBuilder b(graph);
+void assign_layers(ir::GraphBuilder& b, const std::vector<ir::LayerRange>& ranges) {
   auto range_of = [&](ir::StageId stage, ir::TaskId id) {
     if (stage.index() >= ranges.size()) {
-      throw InvalidConfig("assign_layers: " + graph.describe(id) + " has stage " +
+      throw InvalidConfig("assign_layers: " + ir::describe_task(b.data(), id) + " has stage " +
                           to_string(stage.value()) + "; expected a stage below " +
                           to_string(ranges.size()) + " (the stages the layers were assigned to)");
     }
     return ranges[stage.index()];
   };
-  for (std::int32_t i = 0; i < graph.num_tasks(); ++i) {
+  const auto tasks = static_cast<std::int32_t>(b.data().tasks.size());
+  for (std::int32_t i = 0; i < tasks; ++i) {
     ir::TaskId id{i};
     ir::Task& t = b.task(id);
     auto* c = std::get_if<ir::Compute>(&t.op);
@@ -155,6 +155,11 @@ ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange
       c->overlapped->layers = range_of(c->overlapped->stage, id);
     }
   }
+}
+
+ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange>& ranges) {
+  ir::GraphBuilder b(graph);
+  assign_layers(b, ranges);
   return std::move(b).build();
 }
 

@@ -1,6 +1,7 @@
 // lower: the whole chain of lowering passes (lowering.h), in the order the header lists them.
 
 #include <algorithm>
+#include <utility>
 
 #include "lowering_rows.h"
 #include "metron/base/error.h"
@@ -38,9 +39,10 @@ std::int32_t num_stages(const Order& order) {
 }  // namespace
 
 ir::GraphBuilder lower_unvalidated(const Order& order, const LoweringOptions& options) {
-  Order rows = options.split_backward ? split_backward(order) : order;
-  rows = add_p2p(rows, options.p2p);
-  if (options.optimizer_step) rows = add_optimizer_step(rows);
+  // Each row pass makes a new order; `order` itself is copied only when no pass rewrites it.
+  Order rows = options.split_backward ? add_p2p(split_backward(order), options.p2p)
+                                      : add_p2p(order, options.p2p);
+  if (options.optimizer_step) rows = add_optimizer_step(std::move(rows));
   if (options.p2p_bytes < 0) {
     throw InvalidConfig("lower: p2p_bytes is " + std::to_string(options.p2p_bytes) +
                         "; expected >= 0");
@@ -49,16 +51,13 @@ ir::GraphBuilder lower_unvalidated(const Order& order, const LoweringOptions& op
   ir::GraphBuilder b = ir::rows_to_builder(rows, {.hardware_queues = options.hardware_queues,
                                                   .p2p_bytes = options.p2p_bytes,
                                                   .pipeline_coords = true});
-  // The passes that need a whole graph's indexes validate on the way (rarely used options).
+  // The passes that need a whole graph's indexes validate on the way (a rarely used option).
   if (options.encoder_decoder_split) {
     b = ir::GraphBuilder(add_encoder_output_transfers(
         std::move(b).build(), *options.encoder_decoder_split, options.encoder_output_bytes));
   }
   if (options.memory_effects) add_memory_effects(b, options);
-  if (options.layers.any()) {
-    b = ir::GraphBuilder(
-        assign_layers(std::move(b).build(), assign_layers(options.layers, num_stages(order))));
-  }
+  if (options.layers.any()) assign_layers(b, assign_layers(options.layers, num_stages(order)));
   return b;
 }
 

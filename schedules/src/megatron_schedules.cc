@@ -119,7 +119,9 @@ ScheduleTable legacy_schedule_table(std::int32_t pp, std::int32_t microbatches,
   return table;
 }
 
-std::int32_t interleaved_group_size(const ScheduleSpec& spec) {
+}  // namespace
+
+std::int32_t detail::interleaved_group_size(const ScheduleSpec& spec) {
   constexpr std::string_view kName = "interleaved-1f1b";
   detail::require_positive(kName, spec);
   check_interleaved_vp(kName, spec);
@@ -149,6 +151,8 @@ std::int32_t interleaved_group_size(const ScheduleSpec& spec) {
   return n;
 }
 
+namespace {
+
 Order rows_of(const ScheduleSpec& spec, const std::function<Row(std::int32_t)>& row_of) {
   Order order;
   for (std::int32_t r = 0; r < spec.pp; ++r) order.rows.push_back(row_of(r));
@@ -173,7 +177,7 @@ Order one_f_one_b(const ScheduleSpec& spec) {
 }
 
 Order interleaved_one_f_one_b(const ScheduleSpec& spec) {
-  const std::int32_t n = interleaved_group_size(spec);
+  const std::int32_t n = detail::interleaved_group_size(spec);
   const ScheduleTable table = schedule_table(spec.microbatches, spec.vp, n);
   const auto total = static_cast<std::int32_t>(table.size());
   return rows_of(spec, [&](std::int32_t r) {

@@ -9,9 +9,8 @@
 
 namespace metron::schedules {
 
-Order add_optimizer_step(const Order& order) {
-  Order out = order;
-  for (auto& row : out.rows) {
+Order add_optimizer_step(Order order) {
+  for (auto& row : order.rows) {
     bool any =
         std::any_of(row.begin(), row.end(), [](const auto& slot) { return slot.has_value(); });
     if (!any) continue;
@@ -24,7 +23,7 @@ Order add_optimizer_step(const Order& order) {
     if (lowest == std::numeric_limits<std::int32_t>::max()) lowest = -1;  // no compute: plain STEP
     row.emplace_back(ir::Action{.type = ir::ActionType::kOptimizerStep, .stage = lowest});
   }
-  return out;
+  return order;
 }
 
 }  // namespace metron::schedules

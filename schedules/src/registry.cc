@@ -57,7 +57,10 @@ const ScheduleInfo& find_schedule(std::string_view name) {
       fmt::format("unknown schedule \"{}\"; expected one of {}", name, known_names()));
 }
 
-Order generate_order(const ScheduleSpec& spec) {
+namespace {
+
+/// generate_order's checks common to every schedule; returns the schedule.
+const ScheduleInfo& check_common(const ScheduleSpec& spec) {
   const ScheduleInfo& info = find_schedule(spec.name);
   const std::string where = detail::describe_spec(spec.name, spec);
   detail::require_positive(spec.name, spec);
@@ -67,7 +70,24 @@ Order generate_order(const ScheduleSpec& spec) {
                         ": has no forward-only form (its forwards and backwards are "
                         "scheduled as overlapped pairs); use 1f1b or gpipe for inference");
   }
-  return info.generate(spec);
+  return info;
+}
+
+}  // namespace
+
+Order generate_order(const ScheduleSpec& spec) { return check_common(spec).generate(spec); }
+
+void check_spec(const ScheduleSpec& spec) {
+  const ScheduleInfo& info = check_common(spec);
+  if (spec.name == "1f1b") {
+    if (spec.vp != 1) (void)info.generate(spec);  // throws with 1f1b's own message
+    return;
+  }
+  if (spec.name == "interleaved-1f1b") {
+    (void)detail::interleaved_group_size(spec);
+    return;
+  }
+  (void)info.generate(spec);
 }
 
 }  // namespace metron::schedules

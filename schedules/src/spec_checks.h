@@ -21,4 +21,9 @@ void require_positive(std::string_view name, const ScheduleSpec& spec);
 void require_chunks(std::string_view name, const ScheduleSpec& spec, std::int32_t vp,
                     std::string_view hint = "");
 
+/// Interleaved 1F1B's group size N (default pp) after Megatron's rules: vp ≥ 2, pp ≤ N ≤
+/// microbatches, microbatches mod N either 0 or ≥ pp. Throws InvalidConfig naming the nearest
+/// valid sizes. Shared by the generator and check_spec (registry.h).
+std::int32_t interleaved_group_size(const ScheduleSpec& spec);
+
 }  // namespace metron::schedules::detail

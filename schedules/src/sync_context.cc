@@ -3,8 +3,6 @@
 #include "sync_context.h"
 
 #include <algorithm>
-#include <functional>
-#include <set>
 #include <variant>
 
 #include "metron/base/error.h"
@@ -244,8 +242,11 @@ void SyncContext::finish() {
     return;
   }
   std::vector<bool> touched(static_cast<std::size_t>(num_ranks_), false);
+  // A flat index of the placements: every task of a touched rank looks itself up.
+  std::vector<const Placement*> by_anchor(builder_.data().tasks.size(), nullptr);
   for (const auto& [anchor, placement] : placements_) {
     touched[builder_.data().tasks[static_cast<std::size_t>(anchor)].rank.index()] = true;
+    by_anchor[static_cast<std::size_t>(anchor)] = &placement;
   }
   for (std::int32_t r = 0; r < num_ranks_; ++r) {
     if (!touched[static_cast<std::size_t>(r)]) continue;
@@ -253,18 +254,8 @@ void SyncContext::finish() {
         builder_.data().issue_order[static_cast<std::size_t>(r)];
     std::vector<ir::TaskId> order;
     order.reserve(current.size());
-    const std::function<void(ir::TaskId)> emit = [&](ir::TaskId t) {
-      const auto it = placements_.find(t.value());
-      if (it != placements_.end()) {
-        for (ir::TaskId b : it->second.before) emit(b);
-      }
-      order.push_back(t);
-      if (it != placements_.end()) {
-        for (ir::TaskId a : it->second.after) emit(a);
-      }
-    };
     for (ir::TaskId t : current) {
-      if (t.index() >= placed_.size() || !placed_[t.index()]) emit(t);
+      if (t.index() >= placed_.size() || !placed_[t.index()]) emit(t, by_anchor, order);
     }
     builder_.set_issue_order(ir::RankId{r}, std::move(order));
   }
@@ -272,16 +263,33 @@ void SyncContext::finish() {
   number_collectives();
 }
 
+void SyncContext::emit(ir::TaskId t, const std::vector<const Placement*>& by_anchor,
+                       std::vector<ir::TaskId>& order) {
+  const Placement* placement = t.index() < by_anchor.size() ? by_anchor[t.index()] : nullptr;
+  if (placement != nullptr) {
+    for (ir::TaskId b : placement->before) emit(b, by_anchor, order);
+  }
+  order.push_back(t);
+  if (placement != nullptr) {
+    for (ir::TaskId a : placement->after) emit(a, by_anchor, order);
+  }
+}
+
 void SyncContext::number_collectives() {
   // The groups are this pass's own, and every member issues the same collectives in the same
   // order (replicas are copies), so numbering each rank's in issue order agrees across members.
-  std::set<std::int32_t> own;
-  for (const auto& [name, group] : groups_) own.insert(group.value());
+  const std::size_t num_groups = builder_.data().groups.size();
+  std::vector<char> own(num_groups, 0);
+  for (const auto& [name, group] : groups_) own[group.index()] = 1;
+  std::vector<std::int64_t> next;
   for (std::int32_t r = 0; r < num_ranks_; ++r) {
-    std::map<std::int32_t, std::int64_t> next;
+    next.assign(num_groups, 0);
     for (ir::TaskId t : builder_.data().issue_order[static_cast<std::size_t>(r)]) {
       auto* c = std::get_if<ir::Collective>(&builder_.task(t).op);
-      if (c != nullptr && own.contains(c->group.value())) c->seq = next[c->group.value()]++;
+      if (c != nullptr && c->group.valid() && c->group.index() < num_groups &&
+          own[c->group.index()] != 0) {
+        c->seq = next[c->group.index()]++;
+      }
     }
   }
 }

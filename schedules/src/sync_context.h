@@ -106,6 +106,12 @@ class SyncContext {
   void index_tasks();
   void number_collectives();
   void mark_placed(ir::TaskId task);
+  struct Placement {
+    std::vector<ir::TaskId> before, after;
+  };
+  /// Appends `t` to `order` with what was placed before and after it, recursively.
+  static void emit(ir::TaskId t, const std::vector<const Placement*>& by_anchor,
+                   std::vector<ir::TaskId>& order);
   ir::GroupId group(ir::RankId rank, const CollectiveSpec& spec);
 
   ir::GraphBuilder& builder_;
@@ -116,9 +122,6 @@ class SyncContext {
   std::vector<std::vector<ChunkTasks>> chunks_;  // [rank][chunk]
   std::vector<ir::TaskId> steps_;                // [rank]
   std::map<std::string, ir::GroupId> groups_;
-  struct Placement {
-    std::vector<ir::TaskId> before, after;
-  };
   std::map<std::int32_t, Placement> placements_;  // by anchor task
   std::vector<bool> placed_;                      // by task
 };

@@ -496,5 +496,86 @@ TEST_F(Cli, CheckTraceListsEveryViolationAndExitsWithTwo) {
   EXPECT_THAT(missing.err, HasSubstr("cannot read '" + path("nope.json") + "'"));
 }
 
+TEST_F(Cli, PlanHelpDescribesTheSpaceAndTheOutputs) {
+  Outcome r = metron("plan --help");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("--trace-top"), HasSubstr("--explain"), HasSubstr("--csv"),
+                           HasSubstr("Search space"), HasSubstr("--schedules"),
+                           HasSubstr("1f1b,interleaved-1f1b,zb-h1,zb-h2,zb-v,dualpipe-v")));
+}
+
+TEST_F(Cli, PlanRejectsBadListsNamingTheFlagAndWritesNothing) {
+  const std::string csv = " --csv " + path("plan.csv");
+  Outcome zero = metron("plan --tp 0" + csv);
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_THAT(zero.err, HasSubstr("--tp: expected integers >= 1 separated by commas, got '0'"));
+  Outcome policy = metron("plan --sync megatron-distopt,nonsense" + csv);
+  EXPECT_EQ(policy.code, 2);
+  EXPECT_THAT(policy.err,
+              AllOf(HasSubstr("--sync: expected ddp|megatron-ddp"), HasSubstr("got 'nonsense'")));
+  Outcome schedule = metron("plan --schedules 1f1b,1f2b" + csv);
+  EXPECT_EQ(schedule.code, 2);
+  EXPECT_THAT(schedule.err, AllOf(HasSubstr("--schedules: "), HasSubstr("1f2b")));
+  Outcome sp = metron("plan --sp maybe" + csv);
+  EXPECT_EQ(sp.code, 2);
+  EXPECT_THAT(sp.err, HasSubstr("--sp: expected on, off or both, got 'maybe'"));
+  Outcome empty = metron("plan --pp 2,,4" + csv);
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_THAT(empty.err, HasSubstr("--pp: expected integers >= 1"));
+  Outcome headroom = metron("plan --memory-headroom 1" + csv);
+  EXPECT_EQ(headroom.code, 2);
+  EXPECT_THAT(headroom.err, HasSubstr("--memory-headroom"));
+  EXPECT_FALSE(fs::exists(path("plan.csv")));
+}
+
+// gpt3-1.3b on 16 A100s, tp and pp in {1, 2}, 1F1B, no recompute, microbatch 1 or 2: 32
+// configurations, a fraction of a second.
+const std::string kTinyPlanButTp =
+    "plan --model gpt3-1.3b --hardware dgx-a100 --gpus 16 --global-batch 64 --seq 1024 "
+    "--pp 1,2 --schedules 1f1b --recompute none --microbatch-size 1,2 --top 3";
+const std::string kTinyPlan = kTinyPlanButTp + " --tp 1,2";
+
+TEST_F(Cli, PlanWritesTheRankingTracesAndScenariosOfTheBest) {
+  Outcome r = metron(kTinyPlan + " --csv " + path("plan.csv") + " --json " + path("plan.json") +
+                     " --trace-top 1 --save-scenario-top 1 --trace-dir " + path("best"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.err, IsEmpty());  // not a terminal: no progress bar
+  EXPECT_THAT(r.out, AllOf(StartsWith("gpt3-1.3b on dgx-a100, up to 16 GPUs"),
+                           HasSubstr("\n   1  "), HasSubstr("enumerated 32 configurations")));
+  const std::string csv = read_file(path("plan.csv"));
+  const auto lines = std::count(csv.begin(), csv.end(), '\n');
+  const nlohmann::json json = nlohmann::json::parse(read_file(path("plan.json")));
+  const nlohmann::json& ranked = json.at("ranked");
+  ASSERT_FALSE(ranked.empty());
+  EXPECT_LE(ranked.size(), 3U);
+  EXPECT_EQ(lines, static_cast<std::ptrdiff_t>(ranked.size()) + 1);  // + header
+  EXPECT_EQ(json.at("stats").at("enumerated"), 32);
+  // The trace of the best passes the trace rules; its scenario simulates to the ranked figures.
+  Outcome check = metron("check-trace " + path("best/plan-trace-1.json"));
+  EXPECT_EQ(check.code, 0) << check.err;
+  EXPECT_FALSE(fs::exists(path("best/plan-trace-2.json")));
+  Outcome again =
+      metron("simulate " + path("best/plan-scenario-1.json") + " --json " + path("r.json"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  const nlohmann::json result = nlohmann::json::parse(read_file(path("r.json")));
+  EXPECT_DOUBLE_EQ(result.at("tokens_per_s").get<double>(),
+                   ranked.at(0).at("tokens_per_s").get<double>());
+  EXPECT_EQ(nlohmann::json::parse(read_file(path("best/plan-scenario-1.json"))),
+            ranked.at(0).at("scenario"));
+  // --quiet prints nothing and still writes what is asked for.
+  Outcome quiet = metron(kTinyPlan + " -q --explain --csv " + path("quiet.csv"));
+  EXPECT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_THAT(quiet.out, IsEmpty());
+  EXPECT_EQ(read_file(path("quiet.csv")), csv);
+}
+
+TEST_F(Cli, PlanExplainsWhatItDropped) {
+  // tp 3 cannot divide gpt3-1.3b's 16 heads.
+  Outcome r = metron(kTinyPlanButTp + " --tp 1,3 --explain");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("Dropped, by reason:\n"), HasSubstr("  tensor-parallel: "),
+                           HasSubstr("    tp=3: heads (16)")));
+}
+
 }  // namespace
 }  // namespace metron

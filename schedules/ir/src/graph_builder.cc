@@ -21,14 +21,25 @@ StreamId GraphBuilder::add_stream(RankId rank, std::string name) {
 
 StreamId GraphBuilder::stream(RankId rank, const std::string& name) {
   // Index lazily, so streams from the constructor and from add_stream() are found alike; with
-  // duplicate names (an invalid graph) the first stream wins.
+  // duplicate names (an invalid graph) the first stream wins, as the scan finds it first.
   for (; streams_indexed_ < data_.streams.size(); ++streams_indexed_) {
     const Stream& s = data_.streams[streams_indexed_];
-    stream_index_.try_emplace({s.rank.value(), s.name},
-                              StreamId{static_cast<std::int32_t>(streams_indexed_)});
+    // Streams of a rank that is no index (invalid) are found by the scan below instead.
+    if (s.rank.value() < 0) continue;
+    if (streams_by_rank_.size() <= s.rank.index()) streams_by_rank_.resize(s.rank.index() + 1);
+    streams_by_rank_[s.rank.index()].push_back(
+        StreamId{static_cast<std::int32_t>(streams_indexed_)});
   }
-  if (auto it = stream_index_.find({rank.value(), name}); it != stream_index_.end()) {
-    return it->second;
+  if (rank.value() < 0) {
+    for (std::size_t i = 0; i < data_.streams.size(); ++i) {
+      if (data_.streams[i].rank == rank && data_.streams[i].name == name) {
+        return StreamId{static_cast<std::int32_t>(i)};
+      }
+    }
+  } else if (rank.index() < streams_by_rank_.size()) {
+    for (StreamId s : streams_by_rank_[rank.index()]) {
+      if (data_.streams[s.index()].name == name) return s;
+    }
   }
   return add_stream(rank, name);
 }
@@ -43,7 +54,7 @@ BufferId GraphBuilder::add_buffer(RankId rank, std::int64_t bytes, std::string n
   return BufferId{static_cast<std::int32_t>(data_.buffers.size() - 1)};
 }
 
-TaskId GraphBuilder::add(Task task) {
+TaskId GraphBuilder::add(Task&& task) {
   const TaskId id{static_cast<std::int32_t>(data_.tasks.size())};
   // A task of a rank that does not exist has no issue order to join; validation reports it.
   if (task.rank.valid() && task.rank.index() < data_.issue_order.size()) {
@@ -75,7 +86,7 @@ Graph GraphBuilder::build() && {
   auto impl =
       std::make_shared<Graph::Impl>(build_graph_index(std::move(data_), std::move(validation)));
   data_ = {};
-  stream_index_.clear();
+  streams_by_rank_.clear();
   streams_indexed_ = 0;
   return Graph(std::move(impl));
 }

@@ -4,6 +4,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 
 #include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
@@ -62,6 +63,17 @@ std::string join_ranks(const std::vector<std::int32_t>& ranks) {
 }
 
 using Key = std::tuple<ActionType, std::int32_t, std::int32_t>;
+
+// Hashes a (type, stage, microbatch) key: every task of a row looks up a few, so a hash map
+// instead of a tree.
+struct KeyHash {
+  std::size_t operator()(const Key& k) const noexcept {
+    const auto [type, stage, mb] = k;
+    const std::uint64_t packed =
+        (std::uint64_t{static_cast<std::uint32_t>(stage)} << 32) | static_cast<std::uint32_t>(mb);
+    return std::hash<std::uint64_t>{}(packed * 31 + static_cast<std::uint64_t>(type));
+  }
+};
 
 // Converts one rank's row; remembers, per (type, stage, mb), the latest task added so far, which
 // is what every dependency rule of the Note refers to.
@@ -280,7 +292,7 @@ class RowConverter {
   std::vector<std::string>& problems_;
   std::vector<std::int32_t> stages_;  // this rank's stages, ascending: index = chunk
   std::size_t index_ = 0;
-  std::map<Key, TaskId> latest_;
+  std::unordered_map<Key, TaskId, KeyHash> latest_;
   TaskId latest_compute_;
   std::vector<TaskId> collectives_;
   std::vector<std::pair<const Action*, TaskId>> done_;

@@ -83,8 +83,8 @@ Order add_p2p_async(const Order& order);
 /// Note [batched interleaved exchanges]). Throws InvalidConfig for V placement, orders that are
 /// not Megatron's, and OVERLAP_F_B units (use add_p2p_async).
 Order add_p2p_batched(const Order& order);
-/// STEP at the end of every non-empty row.
-Order add_optimizer_step(const Order& order);
+/// STEP at the end of every non-empty row (by value: lower() hands its rows over, not a copy).
+Order add_optimizer_step(Order order);
 /// Set in the tag of a transfer's encoder-output twin; ir::p2p_tag stays below it for every
 /// stage < 2^41, so the two can never collide.
 inline constexpr std::int64_t kEncoderOutputTagBit = std::int64_t{1} << 62;
@@ -103,6 +103,8 @@ std::vector<ir::LayerRange> assign_layers(const LayerAssignment& layers, std::in
 /// Sets Task::layers of compute tasks (and of OVERLAP_F_B backward halves) from their stage; the
 /// optimizer step and communication keep empty ranges.
 ir::Graph assign_layers(const ir::Graph& graph, const std::vector<ir::LayerRange>& ranges);
+/// The same on a builder, before validation (see lower_unvalidated).
+void assign_layers(ir::GraphBuilder& builder, const std::vector<ir::LayerRange>& ranges);
 
 /// The whole chain. Throws InvalidConfig or InvalidGraph.
 ir::Graph lower(const Order& order, const LoweringOptions& options);

@@ -39,4 +39,9 @@ const ScheduleInfo& find_schedule(std::string_view name);
 /// @endcode
 Order generate_order(const ScheduleSpec& spec);
 
+/// Throws what generate_order(spec) would, without building the order for the schedules whose
+/// rules are known in closed form (1f1b, interleaved-1f1b: the planner checks thousands of
+/// sizes); the others are generated and the order discarded.
+void check_spec(const ScheduleSpec& spec);
+
 }  // namespace metron::schedules

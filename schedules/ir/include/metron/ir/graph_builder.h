@@ -3,7 +3,6 @@
 // Nothing is checked while adding: build() checks everything at once and reports every problem.
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,9 +36,14 @@ class GraphBuilder {
   GroupId add_group(std::string name, std::vector<RankId> ranks);
   BufferId add_buffer(RankId rank, std::int64_t bytes, std::string name);
   /// Adds a task at the end of its rank's issue order.
-  TaskId add(Task task);
-  /// Makes room for `tasks` tasks in all, so adding them moves none (a Task is large).
-  void reserve_tasks(std::size_t tasks) { data_.tasks.reserve(tasks); }
+  TaskId add(Task&& task);
+  TaskId add(const Task& task) { return add(Task(task)); }
+  /// Makes room for `tasks` tasks in all, so adding them moves none (a Task is large). A quarter
+  /// more is kept free, so that a later pass adding a few tasks (the sync policies after the
+  /// intra-layer collectives) does not move them all either.
+  void reserve_tasks(std::size_t tasks) {
+    if (tasks > data_.tasks.capacity()) data_.tasks.reserve(tasks + tasks / 4);
+  }
   /// Makes `after` wait for `before` (an event wait when they are on different streams).
   void precede(TaskId before, TaskId after);
   /// Replaces a rank's issue order.
@@ -53,8 +57,9 @@ class GraphBuilder {
 
  private:
   GraphData data_;
-  /// (rank, name) -> stream for stream(); covers data_.streams[0 .. streams_indexed_).
-  std::map<std::pair<std::int32_t, std::string>, StreamId> stream_index_;
+  /// rank -> its streams in creation order, for stream(); covers data_.streams[0 ..
+  /// streams_indexed_). A rank has a handful of streams, so a scan beats a map keyed by strings.
+  std::vector<std::vector<StreamId>> streams_by_rank_;
   std::size_t streams_indexed_ = 0;
 };
 

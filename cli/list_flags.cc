@@ -1,0 +1,113 @@
+#include "list_flags.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+
+#include "metron/base/error.h"
+#include "metron/plan/plan_request.h"
+#include "metron/schedules/registry.h"
+
+namespace metron::cli {
+namespace {
+
+[[noreturn]] void reject(std::string_view flag, std::string_view item, std::string_view expected) {
+  throw InvalidConfig(std::string(flag) + ": expected " + std::string(expected) + ", got '" +
+                      std::string(item) + "'");
+}
+
+/// The items of a comma-separated list; an empty list or item is an error.
+std::vector<std::string_view> split(std::string_view flag, std::string_view text,
+                                    std::string_view expected) {
+  std::vector<std::string_view> items;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view item = text.substr(start, comma - start);
+    if (item.empty()) reject(flag, text, expected);
+    items.push_back(item);
+    if (comma == std::string_view::npos) return items;
+    start = comma + 1;
+  }
+}
+
+/// Adds `value` unless it is already there: "--tp 4,4" means the same as "--tp 4".
+template <class T>
+void add_once(std::vector<T>& values, const T& value) {
+  if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
+}
+
+template <class Int>
+std::vector<Int> parse_positive(std::string_view flag, std::string_view text) {
+  constexpr std::string_view kExpected = "integers >= 1 separated by commas";
+  std::vector<Int> values;
+  for (const std::string_view item : split(flag, text, kExpected)) {
+    Int value = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), value);
+    if (error != std::errc() || end != item.data() + item.size() || value < 1) {
+      reject(flag, item, kExpected);
+    }
+    add_once(values, value);
+  }
+  return values;
+}
+
+}  // namespace
+
+std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view text) {
+  return parse_positive<std::int64_t>(flag, text);
+}
+
+std::vector<std::int32_t> parse_small_size_list(std::string_view flag, std::string_view text) {
+  return parse_positive<std::int32_t>(flag, text);
+}
+
+std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::string_view text) {
+  constexpr std::string_view kExpected = "none, selective or full, separated by commas";
+  std::vector<models::Recompute> values;
+  for (const std::string_view item : split(flag, text, kExpected)) {
+    const std::optional<models::Recompute> value = models::parse_recompute(item);
+    if (!value) reject(flag, item, kExpected);
+    add_once(values, *value);
+  }
+  return values;
+}
+
+std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_view text) {
+  constexpr std::string_view kExpected = "schedule names separated by commas, or all";
+  if (text == "all") text = plan::kAllPlanSchedules;
+  std::vector<std::string> values;
+  for (const std::string_view item : split(flag, text, kExpected)) {
+    try {
+      schedules::find_schedule(item);
+    } catch (const InvalidConfig& e) {
+      throw InvalidConfig(std::string(flag) + ": " + e.what());
+    }
+    add_once(values, std::string(item));
+  }
+  return values;
+}
+
+std::vector<schedules::SyncPolicy> parse_policy_list(std::string_view flag, std::string_view text) {
+  const std::string expected =
+      std::string(schedules::sync_policy_names()) + " separated by commas, or all";
+  // "all" is every name sync_policy_names() lists (separated by '|' there).
+  std::string list(text == "all" ? schedules::sync_policy_names() : text);
+  if (text == "all") std::replace(list.begin(), list.end(), '|', ',');
+  std::vector<schedules::SyncPolicy> values;
+  for (const std::string_view item : split(flag, list, expected)) {
+    const std::optional<schedules::SyncPolicy> value = schedules::parse_sync_policy(item);
+    if (!value) reject(flag, item, expected);
+    add_once(values, *value);
+  }
+  return values;
+}
+
+std::vector<bool> parse_on_off_both(std::string_view flag, std::string_view text) {
+  if (text == "on") return {true};
+  if (text == "off") return {false};
+  if (text == "both") return {false, true};
+  reject(flag, text, "on, off or both");
+}
+
+}  // namespace metron::cli

@@ -1,0 +1,33 @@
+#pragma once
+// Comma-separated list flags of `metron plan` ("--tp 4,8", "--sync all"): each item checked, and
+// a bad one reported as InvalidConfig naming the flag and the item.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "metron/models/parallel_spec.h"
+#include "metron/schedules/sync_policy.h"
+
+namespace metron::cli {
+
+/// "4,8" → {4, 8}: integers ≥ 1, no duplicates.
+std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view text);
+
+/// As parse_size_list, for 32-bit values (group-size multiples).
+std::vector<std::int32_t> parse_small_size_list(std::string_view flag, std::string_view text);
+
+/// "none,selective" → recompute modes.
+std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::string_view text);
+
+/// Registry names (checked against schedules/registry.h), or "all" (plan::kAllPlanSchedules).
+std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_view text);
+
+/// Sync policy names, or "all" (every policy of schedules::SyncPolicy).
+std::vector<schedules::SyncPolicy> parse_policy_list(std::string_view flag, std::string_view text);
+
+/// "on" → {true}, "off" → {false}, "both" → {false, true}.
+std::vector<bool> parse_on_off_both(std::string_view flag, std::string_view text);
+
+}  // namespace metron::cli

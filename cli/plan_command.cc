@@ -1,0 +1,289 @@
+#include "plan_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "list_flags.h"
+#include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/plan/evaluation.h"
+#include "metron/plan/plan_report.h"
+#include "metron/plan/planner.h"
+#include "metron/sim/trace_export.h"
+#include "metron/traces/chrome_trace_writer.h"
+#include "progress_bar.h"
+#include "spec_loading.h"
+#include "trace_metadata.h"
+
+namespace metron::cli {
+namespace {
+
+/// Flags override default_plan_request() field by field; list flags are parsed (and checked,
+/// naming the flag) only after CLI11 has read them all.
+struct PlanFlags {
+  std::optional<std::string> model, hardware;
+  std::optional<std::int64_t> gpus, global_batch, seq;
+  std::optional<std::string> tp, pp, dp, vp, cp, ep, microbatch_size, sp, recompute, schedules,
+      group_size_multiples, sync, bucket_sizes;
+  std::optional<std::int64_t> max_tp, max_pp, max_vp, max_microbatch_size;
+  std::optional<double> memory_headroom;
+  std::int32_t top = 10;
+  std::int32_t threads = 0;
+  bool exhaustive = false;
+  bool explain = false;
+  bool quiet = false;
+  std::string csv, json;
+  std::int32_t trace_top = 0;
+  std::int32_t save_scenario_top = 0;
+  std::string trace_dir = ".";
+};
+
+/// Sets `field` from the list flag `name` when it was given.
+template <class T, class Parse>
+void set_list(std::vector<T>& field, const std::optional<std::string>& text, const char* name,
+              Parse parse) {
+  if (text) field = parse(name, *text);
+}
+
+plan::PlanSpace space_of(const PlanFlags& f) {
+  plan::PlanSpace s;
+  set_list(s.tp, f.tp, "--tp", parse_size_list);
+  set_list(s.pp, f.pp, "--pp", parse_size_list);
+  set_list(s.dp, f.dp, "--dp", parse_size_list);
+  set_list(s.vp, f.vp, "--vp", parse_size_list);
+  set_list(s.cp, f.cp, "--cp", parse_size_list);
+  set_list(s.ep, f.ep, "--ep", parse_size_list);
+  set_list(s.microbatch_size, f.microbatch_size, "--microbatch-size", parse_size_list);
+  set_list(s.sequence_parallel, f.sp, "--sp", parse_on_off_both);
+  set_list(s.recompute, f.recompute, "--recompute", parse_recompute_list);
+  set_list(s.schedules, f.schedules, "--schedules", parse_schedule_list);
+  set_list(s.group_size_multiples, f.group_size_multiples, "--group-size-multiples",
+           parse_small_size_list);
+  set_list(s.policies, f.sync, "--sync", parse_policy_list);
+  set_list(s.bucket_sizes, f.bucket_sizes, "--bucket-sizes", parse_size_list);
+  if (f.max_tp) s.max_tp = *f.max_tp;
+  if (f.max_pp) s.max_pp = *f.max_pp;
+  if (f.max_vp) s.max_vp = *f.max_vp;
+  if (f.max_microbatch_size) s.max_microbatch_size = *f.max_microbatch_size;
+  return s;
+}
+
+plan::PlanRequest request_of(const PlanFlags& f) {
+  plan::PlanRequest r = plan::default_plan_request();
+  if (f.model) {
+    r.model = load_model(*f.model);
+    r.seq_len = 0;  // another model trains at its own sequence length unless --seq says
+  }
+  if (f.hardware) r.hardware = load_hardware(*f.hardware);
+  if (f.gpus) r.gpus = *f.gpus;
+  if (f.global_batch) r.global_batch = *f.global_batch;
+  if (f.seq) r.seq_len = *f.seq;
+  if (f.memory_headroom) r.memory_headroom = *f.memory_headroom;
+  r.top_k = f.top;
+  r.space = space_of(f);
+  plan::validate(r);
+  return r;
+}
+
+/// `name` in the --trace-dir folder, which is created when missing.
+std::string output_path(const PlanFlags& f, const std::string& name) {
+  std::error_code error;
+  std::filesystem::create_directories(f.trace_dir, error);
+  if (error) {
+    throw IoError("cannot create the folder '" + f.trace_dir + "': " + error.message());
+  }
+  return (std::filesystem::path(f.trace_dir) / name).string();
+}
+
+/// Re-simulates the `k` best and writes their traces (the simulator's layout, as `simulate`).
+void write_traces(const PlanFlags& f, const plan::PlanResult& result) {
+  const std::size_t k = std::min(static_cast<std::size_t>(f.trace_top), result.ranked.size());
+  for (std::size_t i = 0; i < k; ++i) {
+    const plan::Evaluation e = plan::evaluate(result.ranked[i].scenario);
+    const std::string written = traces::write_chrome_trace(
+        output_path(f, fmt::format("plan-trace-{}.json", i + 1)),
+        sim::simulation_trace(e.step.graph, e.result, trace_metadata(e.scenario)));
+    if (!f.quiet) std::cout << fmt::format("  {:<9} #{:<3} {}\n", "trace", i + 1, written);
+  }
+}
+
+void save_scenarios(const PlanFlags& f, const plan::PlanResult& result) {
+  const std::size_t k =
+      std::min(static_cast<std::size_t>(f.save_scenario_top), result.ranked.size());
+  for (std::size_t i = 0; i < k; ++i) {
+    const std::string path = output_path(f, fmt::format("plan-scenario-{}.json", i + 1));
+    write_file_atomically(path, plan::to_json(result.ranked[i].scenario));
+    if (!f.quiet) std::cout << fmt::format("  {:<9} #{:<3} {}\n", "scenario", i + 1, path);
+  }
+}
+
+void run(const PlanFlags& f) {
+  const plan::PlanRequest request = request_of(f);
+  ProgressBar bar(std::cerr, !f.quiet && ProgressBar::stderr_is_terminal());
+  plan::PlanOptions options{.threads = f.threads, .exhaustive = f.exhaustive};
+  options.progress = [&bar](const plan::PlanProgress& p) { bar.update(p.phase, p.done, p.total); };
+  const plan::PlanResult result = plan::run_plan(request, options);
+  bar.clear();
+  // Everything is computed before anything is written: a failure leaves no partial outputs.
+  const std::string csv = f.csv.empty() ? "" : plan::plan_csv(result);
+  const std::string json = f.json.empty() ? "" : plan::plan_json(request, result);
+  if (!f.quiet) {
+    std::cout << plan::ranked_table(request, result);
+    if (f.explain) std::cout << "\n" << plan::explain_text(result);
+    std::cout << plan::stats_line(result);
+  }
+  write_traces(f, result);
+  save_scenarios(f, result);
+  if (!f.csv.empty()) write_file_atomically(f.csv, csv);
+  if (!f.json.empty()) write_file_atomically(f.json, json);
+}
+
+/// CLI11 checks with messages that say what is expected (CLI11's own print the range's limits).
+CLI::Validator fraction_below_one() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        const bool ok = end != text.c_str() && *end == '\0' && x >= 0 && x < 1;
+        return ok ? std::string() : "expected a fraction in [0, 1), got " + text;
+      },
+      "");
+}
+
+CLI::Validator integer_at_least(std::int64_t least) {
+  return CLI::Validator(
+      [least](const std::string& text) {
+        std::int64_t n = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+        const bool ok = error == std::errc() && end == text.data() + text.size() && n >= least;
+        return ok ? std::string()
+                  : "expected an integer >= " + std::to_string(least) + ", got " + text;
+      },
+      "");
+}
+
+constexpr const char* kDescription =
+    "Search the parallel configurations of a model on a GPU budget and rank those that fit by\n"
+    "simulated tokens/s (every configuration trains the same global batch, so this is also\n"
+    "the order of iteration time). Without flags it plans GPT-3 175B on 1,024 H100 GPUs in\n"
+    "DGX H100 nodes, global batch 1,536, sequence 2,048.\n"
+    "\n"
+    "The space: each dimension takes the values its flag lists (comma-separated, e.g. --tp 4,8;\n"
+    "one value fixes it), else its default range:\n"
+    "  tp 1..--max-tp (GPUs per node) where the heads and ffn divide; cp 1; pp 1..--max-pp\n"
+    "  (the layers) where the layers divide; vp 1 for one-chunk schedules, 2 for V schedules and\n"
+    "  DualPipe-V, 2..--max-vp (8) for interleaved 1F1B; dp every divisor of the global batch\n"
+    "  with tp·pp·dp·cp <= --gpus; ep 1 (MoE: divisors of the experts dividing dp·cp);\n"
+    "  microbatch size every divisor of global batch / dp up to --max-microbatch-size (16);\n"
+    "  sequence parallelism on whenever tp > 1 and tp·cp divides the sequence; recompute none,\n"
+    "  selective, full; schedules 1f1b, interleaved-1f1b (at pp 1 only 1f1b, which the others\n"
+    "  equal there); group size 1·pp; sync megatron-distopt, each policy with the overlap its\n"
+    "  system recommends; bucket size the policy's default.\n"
+    "\n"
+    "How: rules first (divisibility, schedule limits) drop whole families; the memory model\n"
+    "drops what does not fit in (1 - --memory-headroom) of the GPU; a lower bound on the\n"
+    "iteration time orders the rest, and configurations are simulated in that order until the\n"
+    "bound exceeds the --top'th best time (the ranking equals an exhaustive search's).\n"
+    "\n"
+    "Prints the ranking (tokens/s, iteration time, MFU, bubble, exposed communication, peak\n"
+    "memory per GPU against its capacity, GPUs, configuration) and a line of statistics;\n"
+    "--explain lists what was dropped and why. --csv and --json are written atomically, and\n"
+    "nothing is written when the plan fails.";
+
+/// A comma-separated list flag (parsed by list_flags.h once every flag is read).
+void add_list(CLI::Option_group& g, const std::string& name, std::optional<std::string>& text,
+              const std::string& help) {
+  g.add_option(name, text, help)->type_name("LIST");
+}
+
+void add_space_flags(CLI::App& cmd, PlanFlags& f) {
+  CLI::Option_group& g = *cmd.add_option_group(
+      "Search space", "comma-separated lists; a flag left out takes the default range");
+  add_list(g, "--tp", f.tp, "tensor-parallel sizes");
+  add_list(g, "--pp", f.pp, "pipeline-parallel sizes");
+  add_list(g, "--dp", f.dp, "data-parallel sizes");
+  add_list(g, "--vp", f.vp, "model chunks per pipeline rank");
+  add_list(g, "--cp", f.cp, "context-parallel sizes (default 1)");
+  add_list(g, "--ep", f.ep, "expert-parallel sizes (MoE)");
+  add_list(g, "--microbatch-size", f.microbatch_size, "samples per microbatch");
+  g.add_option("--sp", f.sp, "sequence parallelism at tp > 1: on (default), off or both")
+      ->type_name("on|off|both");
+  add_list(g, "--recompute", f.recompute, "none, selective, full (default: all three)");
+  add_list(g, "--schedules", f.schedules,
+           "pipeline schedules (see 'metron schedule --help'), or all = " +
+               std::string(plan::kAllPlanSchedules) + " (default: 1f1b,interleaved-1f1b)");
+  add_list(g, "--group-size-multiples", f.group_size_multiples,
+           "interleaved 1F1B's group size N as multiples of pp (default 1)");
+  add_list(g, "--sync", f.sync,
+           "data-parallel sync policies: " + std::string(schedules::sync_policy_names()) +
+               ", or all (default: megatron-distopt)");
+  add_list(g, "--bucket-sizes", f.bucket_sizes,
+           "gradient bucket sizes, in each policy's unit (default: the policy's)");
+  g.add_option("--max-tp", f.max_tp, "largest default tp (default: GPUs per node)")
+      ->check(integer_at_least(0));
+  g.add_option("--max-pp", f.max_pp, "largest default pp (default: the layers)")
+      ->check(integer_at_least(0));
+  g.add_option("--max-vp", f.max_vp, "largest interleaved vp (default 8)")
+      ->check(integer_at_least(1));
+  g.add_option("--max-microbatch-size", f.max_microbatch_size,
+               "largest default microbatch size (default 16)")
+      ->check(integer_at_least(1));
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app) {
+  auto f = std::make_shared<PlanFlags>();
+  CLI::App* cmd = app.add_subcommand("plan", kDescription);
+  cmd->add_option("--model", f->model,
+                  "model preset or JSON file (default gpt3-175b; another model trains at its own "
+                  "sequence length unless --seq says)")
+      ->type_name("NAME|FILE");
+  cmd->add_option("--hardware", f->hardware, "hardware preset or JSON file (default dgx-h100)")
+      ->type_name("NAME|FILE");
+  cmd->add_option("--gpus", f->gpus, "GPUs available; a configuration may use fewer (1024)")
+      ->check(integer_at_least(1));
+  cmd->add_option("--global-batch", f->global_batch, "samples per iteration (1536)")
+      ->check(integer_at_least(1));
+  cmd->add_option("--seq", f->seq, "sequence length (2048)")->check(integer_at_least(1));
+  add_space_flags(*cmd, *f);
+  cmd->add_option("--memory-headroom", f->memory_headroom,
+                  "fraction of each GPU's memory kept free (0.1)")
+      ->check(fraction_below_one());
+  cmd->add_option("--top", f->top, "configurations to rank")
+      ->capture_default_str()
+      ->check(integer_at_least(1));
+  cmd->add_option("--threads", f->threads, "threads (0 = every core)")
+      ->capture_default_str()
+      ->check(integer_at_least(0));
+  cmd->add_flag("--exhaustive", f->exhaustive,
+                "simulate every configuration that fits (no pruning by the bound; slow)");
+  cmd->add_flag("--explain", f->explain, "list the dropped families and why");
+  cmd->add_option("--csv", f->csv, "write the ranking as CSV here")->type_name("FILE");
+  cmd->add_option("--json", f->json,
+                  "write the request, ranking (with each scenario), drops and statistics here")
+      ->type_name("FILE");
+  cmd->add_option("--trace-top", f->trace_top,
+                  "simulate the K best again and write their traces, plan-trace-<rank>.json")
+      ->check(integer_at_least(0));
+  cmd->add_option("--save-scenario-top", f->save_scenario_top,
+                  "write the K best scenarios, plan-scenario-<rank>.json (for 'metron simulate')")
+      ->check(integer_at_least(0));
+  cmd->add_option("--trace-dir", f->trace_dir,
+                  "folder for --trace-top and --save-scenario-top files (created if missing)")
+      ->type_name("DIR")
+      ->capture_default_str();
+  cmd->add_flag("-q,--quiet", f->quiet, "print nothing; only write the files asked for");
+  cmd->callback([f] { run(*f); });
+}
+
+}  // namespace metron::cli

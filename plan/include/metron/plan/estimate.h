@@ -1,0 +1,91 @@
+#pragma once
+// What the planner knows about a configuration before building its step: peak memory per rank
+// and a lower bound on the iteration time. Note [configuration estimate]:
+//
+//   Memory per pipeline rank = model state (models::state_memory under the policy) + the most
+//   activation bytes the schedule's memory effects hold at once (schedules' Note [pipeline
+//   memory effects]: F stashes one microbatch's activations of its chunk plus, when the output
+//   goes to another rank, the output until it is sent; I turns the stash into the weight-
+//   gradient stash, W or B frees). 1F1B and interleaved 1F1B use their closed forms
+//   (min(p − r, m) and min(2(p − r − 1) + (v − 1)·N + 1, m·v) stashes in flight on rank r); the
+//   other schedules walk their generated order, holding an asynchronously sent output through
+//   the rank's next compute. These are the numbers the step's buffers carry, so the estimate is
+//   the simulated peak for batched p2p, within one output for async p2p, and short of it by the
+//   sync policy's own buffers (ZeRO's IPG buckets, gathered ZeRO-3 / FSDP parameters).
+//
+//   The bound: every compute task of a rank runs on its compute stream, one at a time, and the
+//   blocking intra-layer collectives (TP, SP, EP) sit between a task and the next one on the
+//   stream, so with F_s, X_s (B, or I where the schedule splits the backward) and W_s each stage's
+//   times including those collectives, c_s the microbatches through stage s, opt_r rank r's
+//   optimizer step, s_r the lowest stage on rank r and p2p one transfer:
+//
+//     head_r = Σ_{s < s_r} F_s + s_r·p2p       (microbatch 0 must reach the rank)
+//     tail_r = Σ_{s < s_r} X_s + s_r·p2p + opt_0 (the last backward must leave it, then rank 0
+//                                                steps)
+//     T ≥ head_r + Σ_{s on r} c_s(F_s + X_s) + max(Σ_{s on r} c_s W_s + opt_r, tail_r)
+//
+//   since every F and X of rank r precede its last X. For 1F1B with equal stages this is
+//   (m + p − 1)(F + B) + opt; for interleaved 1F1B (m + (p − 1)/v)(F + B) + opt. DualPipe's two
+//   directions take head = tail = 0. 1F1B's batched exchanges block the host after every compute
+//   whose output is sent until the send completes, so its ranks add one p2p per sending compute
+//   but the last (interleaved 1F1B pairs a send with a later receive: not added there).
+//   Everything else the step adds — data-parallel sync, hardware queues, slow-down — can only
+//   delay, so the bound holds; it is lowered by 1e-4 relative to cover the step's per-task
+//   rounding to nanoseconds. The planner's tests check bound ≤ simulated time on every
+//   configuration of a space with every schedule family.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "metron/models/comm_cost.h"
+#include "metron/models/compute_cost.h"
+#include "metron/plan/plan_request.h"
+#include "metron/plan/search_space.h"
+
+namespace metron::plan {
+
+struct Estimate {
+  std::vector<double> memory_bytes;  ///< per pipeline rank
+  double peak_memory_bytes = 0;      ///< the highest rank
+  std::int32_t peak_rank = 0;
+  double bound_s = 0;  ///< Note [configuration estimate]
+};
+
+/// Estimates configurations of one request. Thread-safe: the costs that many configurations
+/// share (stage times, generated orders) are computed once and kept.
+class Estimator {
+ public:
+  explicit Estimator(const PlanRequest& request);
+  ~Estimator();
+  Estimator(const Estimator&) = delete;
+  Estimator& operator=(const Estimator&) = delete;
+
+  /// Throws InvalidConfig when the models reject the configuration.
+  [[nodiscard]] Estimate estimate(const Candidate& candidate) const;
+
+ private:
+  struct StageProfile;
+  struct RankState;
+  std::shared_ptr<const StageProfile> profile(const Candidate& candidate) const;
+  std::shared_ptr<const RankState> rank_state(const Candidate& candidate) const;
+
+  const PlanRequest& request_;
+  models::ComputeModel compute_;
+  models::CommModel comm_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, int,
+                              std::int64_t, std::int64_t, bool>,
+                   std::shared_ptr<const StageProfile>>
+      profiles_;
+  mutable std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                              std::int64_t, int>,
+                   std::shared_ptr<const RankState>>
+      rank_states_;
+};
+
+}  // namespace metron::plan

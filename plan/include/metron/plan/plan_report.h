@@ -1,0 +1,52 @@
+#pragma once
+// What `metron plan` prints and writes, as pure functions of a plan's request and result: the
+// ranked table for people, CSV and JSON for scripts and notebooks, the drop explanation and the
+// closing statistics line. Note [plan report fields]:
+//
+//   The CSV columns and the JSON fields of a ranked configuration are the same list, in the same
+//   order: rank, tokens_per_s, iteration_time_ms, mfu, bubble_fraction, exposed_comm_fraction,
+//   peak_memory_bytes, memory_capacity_bytes, gpus, tp, pp, dp, vp, cp, ep, sequence_parallel,
+//   microbatch_size, num_microbatches, recompute, schedule, group_size, policy, bucket_size,
+//   bound_ms. Numbers are written at full precision (shortest round-trip form), so the table's
+//   rounded figures are the CSV's and JSON's rounded. group_size and bucket_size are empty (CSV)
+//   or null (JSON) when the schedule's or policy's default applies. Fractions are 0..1; the
+//   table shows them as percentages. The table's memory is decimal GB (10^9 bytes), the unit
+//   GPU datasheets quote ("80 GB").
+
+#include <string>
+
+#include "metron/plan/plan_request.h"
+#include "metron/plan/planner.h"
+
+namespace metron::plan {
+
+/// The ranking as an aligned table, best first, under a line naming the request: rank,
+/// tokens/s, iteration time, MFU, bubble, exposed communication, peak memory per GPU against
+/// its capacity ("61.2/80.0"), GPUs used and the configuration (describe()). Says so when
+/// nothing fits.
+/// @code
+///   const PlanResult result = run_plan(request);
+///   std::cout << ranked_table(request, result) << stats_line(result);
+/// @endcode
+std::string ranked_table(const PlanRequest& request, const PlanResult& result);
+
+/// A header and one row per ranked configuration (Note [plan report fields]).
+std::string plan_csv(const PlanResult& result);
+
+/// {"request": {model, hardware, gpus, global_batch, seq_len, memory_headroom, top_k},
+///  "ranked": [{the CSV's fields..., "scenario": {the scenario JSON, scenario.h}}],
+///  "dropped": [{reason, family, detail, configurations}],
+///  "stats": {enumerated, bounded, simulated, pruned, dropped_by_reason {reason: n}, threads,
+///            seconds}}
+std::string plan_json(const PlanRequest& request, const PlanResult& result);
+
+/// Why configurations are missing from the ranking (--explain): per drop reason, the
+/// configurations dropped and each dropped family with its detail (at most 20 per reason, then
+/// "... and N more"), and the configurations the bound pruned.
+std::string explain_text(const PlanResult& result);
+
+/// One line (with its newline): "enumerated 5,000 configurations, dropped 4,960 (layers 4,000,
+/// memory 960), bounded 40, simulated 12, pruned 28, in 0.83 s on 2 threads".
+std::string stats_line(const PlanResult& result);
+
+}  // namespace metron::plan

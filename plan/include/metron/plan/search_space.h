@@ -1,0 +1,84 @@
+#pragma once
+// The configurations of a plan request (Note [plan space], plan_request.h), enumerated in a
+// fixed order, and the families of configurations that cannot be built at all, with the reason.
+//
+// Dimensions are chosen outermost first — tp, cp, pp, schedule, vp, dp, microbatch size,
+// sequence parallelism, recompute, ep, policy, bucket size, group size — and a rule that fails at
+// one level drops the whole family below it at once: tp = 3 with 128 heads is one rejection
+// ("tp=3"), not thousands. Only complete configurations count as enumerated.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "metron/models/parallel_spec.h"
+#include "metron/plan/plan_request.h"
+#include "metron/plan/scenario.h"
+#include "metron/schedules/sync_policy.h"
+
+namespace metron::plan {
+
+/// Why a configuration (or a family of them) is not in the ranking.
+enum class DropReason : std::uint8_t {
+  kTensorParallel,  ///< heads, kv heads or ffn not divisible by tp
+  kLayers,          ///< layers not divisible by the model stages (pp · chunks)
+  kSequence,        ///< seq_len not divisible for sequence or context parallelism
+  kExperts,         ///< ep does not divide the experts or dp·cp
+  kGpus,            ///< tp·pp·dp·cp above the GPUs
+  kBatch,           ///< global batch not divisible by dp · microbatch size
+  kSchedule,        ///< the schedule rejects the sizes (too few microbatches, pp parity, ...)
+  kPolicy,          ///< the sync policy cannot run this configuration
+  kMemory,          ///< a rank's peak memory exceeds the usable capacity
+  kSimulation,      ///< the step could not be simulated (deadlock)
+};
+inline constexpr std::size_t kDropReasons = 10;
+
+/// "tensor-parallel", "layers", "sequence", "experts", "gpus", "batch", "schedule", "policy",
+/// "memory", "simulation".
+std::string_view to_string(DropReason reason) noexcept;
+
+/// One parallel configuration: a scenario without the request's model and hardware.
+struct Candidate {
+  models::ParallelSpec parallel;  ///< complete: global_batch and seq_len set
+  std::string_view schedule;      ///< a registry name (static storage)
+  std::optional<std::int32_t> group_size;
+  schedules::SyncPolicy policy = schedules::SyncPolicy::kMegatronDistopt;
+  std::optional<std::int64_t> bucket_size;
+  friend bool operator==(const Candidate&, const Candidate&) = default;
+};
+
+/// "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt" — the fields a reader compares
+/// configurations by; cp, ep, recompute, group size and bucket size only when not the default.
+std::string describe(const Candidate& candidate);
+
+/// The family a complete configuration is counted under when a rule drops it:
+/// "tp=8 pp=16 interleaved-1f1b vp=2" (cp when above 1).
+std::string family_of(const Candidate& candidate);
+
+/// The complete scenario of `candidate` under `request` (sync knobs from planner_sync_options).
+Scenario to_scenario(const PlanRequest& request, const Candidate& candidate);
+
+/// A family of configurations dropped, e.g. {kLayers, "pp=2", "layers (105) not divisible by
+/// pp·vp = 2", 0}: a rule that fails at an outer level drops the family below it uncounted
+/// (configurations = 0); complete configurations dropped by one rule are counted under the
+/// family of their tp, cp, pp, schedule and vp, with the first one's detail.
+struct DroppedFamily {
+  DropReason reason = DropReason::kLayers;
+  std::string family;  ///< the fixed dimensions, "tp=3" or "tp=8 pp=16 interleaved-1f1b vp=5"
+  std::string detail;  ///< why, with the numbers
+  std::int64_t configurations = 0;
+};
+
+struct SearchSpace {
+  std::vector<Candidate> candidates;   ///< in enumeration order (the ranking's tie-break)
+  std::vector<DroppedFamily> dropped;  ///< in enumeration order
+};
+
+/// Enumerates Note [plan space]. Complete configurations that break a rule only a complete one
+/// can break (a schedule's microbatch rules, a policy's limits) are dropped here too. Throws
+/// InvalidConfig via validate(request).
+SearchSpace enumerate_space(const PlanRequest& request);
+
+}  // namespace metron::plan

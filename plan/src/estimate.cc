@@ -1,0 +1,245 @@
+// Note [configuration estimate] (estimate.h).
+
+#include "metron/plan/estimate.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "metron/base/error.h"
+#include "metron/models/group_placement.h"
+#include "metron/models/intra_layer_comm.h"
+#include "metron/models/layer_shape.h"
+#include "metron/models/memory_model.h"
+#include "metron/models/stage_cost_model.h"
+#include "metron/plan/scenario.h"
+#include "metron/schedules/placement.h"
+#include "metron/schedules/registry.h"
+#include "stash_peak.h"
+
+namespace metron::plan {
+
+/// What every configuration with the same layer shape and stage count shares.
+struct Estimator::StageProfile {
+  // Per model stage, seconds, each with its blocking intra-layer collectives.
+  std::vector<double> forward;
+  std::vector<double> backward;         ///< B
+  std::vector<double> backward_input;   ///< I
+  std::vector<double> backward_weight;  ///< W
+  double p2p = 0;
+  detail::StashBytes stash;
+};
+
+/// What every configuration with the same sizes and policy shares, whatever its microbatches,
+/// recompute and schedule: per pipeline rank, model state bytes and the optimizer step.
+struct Estimator::RankState {
+  std::vector<double> state_bytes;
+  std::vector<double> optimizer_s;
+};
+
+namespace {
+
+/// Seconds of a phase's blocking collectives for one layer (plan/step_builder.h charges each
+/// collective task count × the time of one over its group's placement).
+double blocking_seconds(const std::vector<models::LayerComm>& list,
+                        const models::ParallelGroups& groups, const models::CommModel& comm) {
+  double total = 0;
+  for (const models::LayerComm& c : list) {
+    if (c.overlapped) continue;
+    const models::GroupPlacement& where = c.dim == models::LayerComm::Dim::kTensor    ? groups.tp
+                                          : c.dim == models::LayerComm::Dim::kContext ? groups.cp
+                                                                                      : groups.ep;
+    total += c.per_layer * comm.collective_time(c.op, c.bytes, where);
+  }
+  return total;
+}
+
+/// The schedule's chunks as the models see them (DualPipe's directions are copies of pp stages).
+models::ParallelSpec model_parallel(const Candidate& c, const schedules::ScheduleInfo& info) {
+  models::ParallelSpec mp = c.parallel;
+  if (info.placement == schedules::Placement::kBidirectional) mp.vp = 1;
+  return mp;
+}
+
+/// Whether `schedule` splits the backward into I and W: asked of the schedule itself, from a
+/// small order, so that a new schedule cannot be mis-bounded.
+bool splits_backward(std::string_view schedule) {
+  static const std::vector<std::string_view> kSplitting = [] {
+    std::vector<std::string_view> out;
+    for (const schedules::ScheduleInfo& info : schedules::all_schedules()) {
+      const bool many =
+          info.name.find("interleaved") != std::string_view::npos || info.name == "looped-bfs";
+      const std::int32_t vp = info.fixed_vp != 0 ? info.fixed_vp : (many ? 2 : 1);
+      try {
+        const schedules::Order order = schedules::generate_order(
+            {.name = std::string(info.name), .pp = 4, .vp = vp, .microbatches = 8});
+        for (const auto& row : order.rows) {
+          for (const auto& a : row) {
+            if (!a) continue;
+            bool input = a->type == ir::ActionType::kBackwardInput;
+            for (const ir::Action& half : a->sub) {
+              input = input || half.type == ir::ActionType::kBackwardInput;
+            }
+            if (input && std::find(out.begin(), out.end(), info.name) == out.end()) {
+              out.push_back(info.name);
+            }
+          }
+        }
+      } catch (const InvalidConfig&) {
+        // Sizes this schedule rejects: count it as splitting, whose bound (I chains, W apart)
+        // also holds for a schedule that runs whole B = I + W.
+        out.push_back(info.name);
+      }
+    }
+    return out;
+  }();
+  return std::find(kSplitting.begin(), kSplitting.end(), schedule) != kSplitting.end();
+}
+
+}  // namespace
+
+Estimator::Estimator(const PlanRequest& request)
+    : request_(request), compute_(request.hardware, request.model.dtype), comm_(request.hardware) {}
+
+Estimator::~Estimator() = default;
+
+std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidate& c) const {
+  const schedules::ScheduleInfo& info = schedules::find_schedule(c.schedule);
+  const models::ParallelSpec mp = model_parallel(c, info);
+  const auto key =
+      std::make_tuple(mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size,
+                      static_cast<int>(mp.recompute), mp.pp, mp.vp, splits_backward(c.schedule));
+  {
+    const std::lock_guard lock(mutex_);
+    if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
+  }
+  auto p = std::make_shared<StageProfile>();
+  const models::StageCosts costs = models::model_stage_costs(request_.model, mp, compute_, comm_);
+  const models::LayerCommPlan plan = models::layer_comm(request_.model, mp);
+  const models::ParallelGroups groups = models::parallel_groups(mp, request_.hardware);
+  const std::int64_t layers_per_stage = request_.model.layers / (mp.pp * mp.vp);  // divides
+  const auto layers = static_cast<double>(layers_per_stage);
+  const double f = layers * blocking_seconds(plan.forward, groups, comm_);
+  const double b = layers * blocking_seconds(plan.backward, groups, comm_);
+  const double i = layers * blocking_seconds(plan.backward_input, groups, comm_);
+  const double w = layers * blocking_seconds(plan.backward_weight, groups, comm_);
+  for (std::size_t s = 0; s < costs.stages(); ++s) {
+    p->forward.push_back(costs.forward[s] + f);
+    p->backward.push_back(costs.backward[s] + b);
+    p->backward_input.push_back(
+        (costs.splits_backward() ? costs.backward_input[s] : costs.backward[s]) + i);
+    p->backward_weight.push_back((costs.splits_backward() ? costs.backward_weight[s] : 0.0) + w);
+  }
+  p->p2p = costs.p2p;
+  // The buffers plan::build_step gives the lowering (its Note [building a step]).
+  const models::LayerShape shape = models::layer_shape(request_.model, mp);
+  p->stash = {.activation = static_cast<double>(static_cast<std::int64_t>(
+                  layers * models::layer_activation_bytes(request_.model, shape, mp.recompute))),
+              .weight_grad = static_cast<double>(static_cast<std::int64_t>(
+                  layers * models::layer_activation_bytes(request_.model, shape,
+                                                          models::Recompute::kSelective))),
+              .output = static_cast<double>(models::boundary_bytes(request_.model, mp))};
+  const std::lock_guard lock(mutex_);
+  return profiles_.emplace(key, std::move(p)).first->second;
+}
+
+std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidate& c) const {
+  const models::ParallelSpec mp = model_parallel(c, schedules::find_schedule(c.schedule));
+  const auto key =
+      std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy));
+  {
+    const std::lock_guard lock(mutex_);
+    if (auto it = rank_states_.find(key); it != rank_states_.end()) return it->second;
+  }
+  const models::StatePolicy policy = *models::parse_state_policy(schedules::to_string(c.policy));
+  auto out = std::make_shared<RankState>();
+  for (std::int64_t r = 0; r < mp.pp; ++r) {
+    out->state_bytes.push_back(models::state_memory(request_.model, mp, policy, r).total());
+    out->optimizer_s.push_back(
+        models::optimizer_step_cost(request_.model, mp, policy, r, compute_).seconds);
+  }
+  const std::lock_guard lock(mutex_);
+  return rank_states_.emplace(key, std::move(out)).first->second;
+}
+
+Estimate Estimator::estimate(const Candidate& c) const {
+  const schedules::ScheduleInfo& info = schedules::find_schedule(c.schedule);
+  const std::shared_ptr<const StageProfile> prof = profile(c);
+  const auto p = static_cast<std::int32_t>(c.parallel.pp);
+  const auto v = static_cast<std::int32_t>(c.parallel.vp);
+  const auto m = static_cast<std::int32_t>(*c.parallel.microbatches());
+  const bool bidirectional = info.placement == schedules::Placement::kBidirectional;
+  const std::int32_t stages = p * v;
+  const std::int32_t model_stages = static_cast<std::int32_t>(prof->forward.size());
+  const std::vector<std::int32_t> rank_of = schedules::stage_ranks(info.placement, p, stages);
+  const schedules::ScheduleSpec spec{.name = std::string(c.schedule),
+                                     .pp = p,
+                                     .vp = v,
+                                     .microbatches = m,
+                                     .group_size = c.group_size};
+
+  // Memory.
+  Estimate e;
+  std::optional<std::vector<double>> stash = detail::closed_form_stash_peak(spec, prof->stash);
+  if (!stash) {
+    stash =
+        detail::walked_stash_peak(schedules::generate_order(spec), info.placement, p, prof->stash);
+  }
+  const std::shared_ptr<const RankState> ranks = rank_state(c);
+  const std::vector<double>& optimizer = ranks->optimizer_s;
+  for (std::size_t r = 0; r < ranks->state_bytes.size(); ++r) {
+    e.memory_bytes.push_back(ranks->state_bytes[r] + (*stash)[r]);
+  }
+  const auto peak = std::max_element(e.memory_bytes.begin(), e.memory_bytes.end());
+  e.peak_memory_bytes = *peak;
+  e.peak_rank = static_cast<std::int32_t>(peak - e.memory_bytes.begin());
+
+  // The bound.
+  const bool split = splits_backward(c.schedule);
+  const auto model_stage = [&](std::int32_t s) {
+    return static_cast<std::size_t>(s % model_stages);
+  };
+  const double per_stage = bidirectional ? m / 2.0 : static_cast<double>(m);
+  std::vector<double> fx(static_cast<std::size_t>(p), 0.0);
+  std::vector<double> weight(static_cast<std::size_t>(p), 0.0);
+  std::vector<std::int32_t> lowest(static_cast<std::size_t>(p), stages);
+  std::vector<double> sends(static_cast<std::size_t>(p), 0.0);
+  for (std::int32_t s = 0; s < stages; ++s) {
+    const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(s)]);
+    const std::size_t ms = model_stage(s);
+    fx[r] +=
+        per_stage * (prof->forward[ms] + (split ? prof->backward_input[ms] : prof->backward[ms]));
+    weight[r] += split ? per_stage * prof->backward_weight[ms] : 0.0;
+    lowest[r] = std::min(lowest[r], s);
+    sends[r] += per_stage * ((s < stages - 1 ? 1 : 0) + (s > 0 ? 1 : 0));
+  }
+  // 1F1B's batched exchanges (schedules' Note [batched p2p steps]) block the host until a
+  // compute's output is sent, so every sending compute but possibly the rank's last is followed
+  // by a transfer before the next one. The interleaved exchanges pair a send with a later
+  // compute's receive and do not always block between the two computes: no such term there.
+  if (spec.name == "1f1b" &&
+      p2p_mode(ScheduleChoice{.name = spec.name}) == schedules::P2PMode::kBatched && p > 1) {
+    for (std::size_t r = 0; r < fx.size(); ++r) {
+      fx[r] += std::max(0.0, sends[r] - 1) * prof->p2p;
+    }
+  }
+  double bound = 0;
+  for (std::int32_t r = 0; r < p; ++r) {
+    const auto ri = static_cast<std::size_t>(r);
+    double head = 0;
+    double tail = optimizer[0];
+    if (!bidirectional) {
+      for (std::int32_t s = 0; s < lowest[ri]; ++s) {
+        head += prof->forward[model_stage(s)] + prof->p2p;
+        tail += (split ? prof->backward_input[model_stage(s)] : prof->backward[model_stage(s)]) +
+                prof->p2p;
+      }
+    } else {
+      tail = 0;
+    }
+    bound = std::max(bound, head + fx[ri] + std::max(weight[ri] + optimizer[ri], tail));
+  }
+  e.bound_s = bound * (1 - 1e-4);
+  return e;
+}
+
+}  // namespace metron::plan

@@ -1,0 +1,312 @@
+#include "metron/plan/plan_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "metron/base/json_layout.h"
+#include "metron/plan/scenario.h"
+
+namespace metron::plan {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+/// One cell of a ranked configuration; monostate is "the default applies".
+using Value = std::variant<std::monostate, std::int64_t, double, bool, std::string>;
+
+/// A column of Note [plan report fields]: its name and how to read it from a ranked
+/// configuration (rank is 1-based). One list, so CSV and JSON cannot drift apart.
+struct Field {
+  std::string_view name;
+  Value (*get)(const PlannedConfig& config, std::int64_t rank);
+};
+
+template <class T>
+Value optional_value(const std::optional<T>& value) {
+  if (!value) return std::monostate{};
+  return static_cast<std::int64_t>(*value);
+}
+
+const std::array<Field, 24> kFields{{
+    {"rank", [](const PlannedConfig&, std::int64_t r) -> Value { return r; }},
+    {"tokens_per_s", [](const PlannedConfig& c, std::int64_t) -> Value { return c.tokens_per_s; }},
+    {"iteration_time_ms",
+     [](const PlannedConfig& c, std::int64_t) -> Value { return c.iteration_time_s * 1e3; }},
+    {"mfu", [](const PlannedConfig& c, std::int64_t) -> Value { return c.mfu; }},
+    {"bubble_fraction",
+     [](const PlannedConfig& c, std::int64_t) -> Value { return c.bubble_fraction; }},
+    {"exposed_comm_fraction",
+     [](const PlannedConfig& c, std::int64_t) -> Value { return c.exposed_comm_fraction; }},
+    {"peak_memory_bytes",
+     [](const PlannedConfig& c, std::int64_t) -> Value { return c.peak_memory_bytes; }},
+    {"memory_capacity_bytes",
+     [](const PlannedConfig& c, std::int64_t) -> Value { return c.memory_capacity_bytes; }},
+    {"gpus", [](const PlannedConfig& c, std::int64_t) -> Value { return c.gpus; }},
+    {"tp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.tp; }},
+    {"pp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.pp; }},
+    {"dp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.dp; }},
+    {"vp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.vp; }},
+    {"cp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.cp; }},
+    {"ep", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.ep; }},
+    {"sequence_parallel",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return c.candidate.parallel.sequence_parallel;
+     }},
+    {"microbatch_size",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return c.candidate.parallel.microbatch_size;
+     }},
+    {"num_microbatches",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return optional_value(c.candidate.parallel.microbatches());
+     }},
+    {"recompute",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return std::string(models::to_string(c.candidate.parallel.recompute));
+     }},
+    {"schedule",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return std::string(c.candidate.schedule);
+     }},
+    {"group_size",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return optional_value(c.candidate.group_size);
+     }},
+    {"policy",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return std::string(schedules::to_string(c.candidate.policy));
+     }},
+    {"bucket_size",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return optional_value(c.candidate.bucket_size);
+     }},
+    {"bound_ms", [](const PlannedConfig& c, std::int64_t) -> Value { return c.bound_s * 1e3; }},
+}};
+
+/// RFC 4180: a field with a comma, quote or line break is quoted, its quotes doubled.
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
+  std::string out = "\"";
+  for (const char ch : text) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
+}
+
+struct CsvCell {
+  std::string operator()(std::monostate /*unused*/) const { return ""; }
+  std::string operator()(std::int64_t n) const { return fmt::format("{}", n); }
+  // fmt's "{}" is the shortest text that reads back as the same double.
+  std::string operator()(double x) const { return fmt::format("{}", x); }
+  std::string operator()(bool b) const { return b ? "true" : "false"; }
+  std::string operator()(const std::string& s) const { return csv_field(s); }
+};
+
+struct JsonCell {
+  Json operator()(std::monostate /*unused*/) const { return nullptr; }
+  template <class T>
+  Json operator()(const T& value) const {
+    return value;
+  }
+};
+
+/// 1234567 → "1,234,567".
+std::string grouped(std::int64_t n) {
+  std::string digits = fmt::format("{}", n < 0 ? -n : n);
+  for (auto i = static_cast<std::ptrdiff_t>(digits.size()) - 3; i > 0; i -= 3) {
+    digits.insert(static_cast<std::size_t>(i), ",");
+  }
+  return n < 0 ? "-" + digits : digits;
+}
+
+std::string rounded(double x) { return grouped(std::llround(x)); }
+
+std::string percent(double fraction) { return fmt::format("{:.1f}%", 100 * fraction); }
+
+std::string gigabytes(double bytes) { return fmt::format("{:.1f}", bytes / 1e9); }
+
+std::string plural(std::int64_t n, std::string_view one, std::string_view many) {
+  return grouped(n) + " " + std::string(n == 1 ? one : many);
+}
+
+std::int64_t seq_len_of(const PlanRequest& request) {
+  return request.seq_len != 0 ? request.seq_len : request.model.seq_len;
+}
+
+/// Rows of cells laid out in columns: the last column left-aligned and unpadded, the others
+/// right-aligned to their widest cell.
+std::string aligned(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i + 1 < row.size(); ++i) {
+      out += fmt::format("{:>{}}  ", row[i], width[i]);
+    }
+    out += row.back() + "\n";
+  }
+  return out;
+}
+
+std::int64_t total_dropped(const PlanStats& stats) {
+  return std::accumulate(stats.dropped.begin(), stats.dropped.end(), std::int64_t{0});
+}
+
+constexpr std::size_t kFamiliesPerReason = 20;
+
+std::string explain_reason(DropReason reason, std::int64_t configurations,
+                           const std::vector<const DroppedFamily*>& families) {
+  const std::string count =
+      plural(static_cast<std::int64_t>(families.size()), "family", "families");
+  // Families rejected above the complete configurations are not counted (search_space.h).
+  std::string out =
+      configurations == 0
+          ? fmt::format("  {}: {}, rejected before enumeration\n", to_string(reason), count)
+          : fmt::format("  {}: {} dropped, {}\n", to_string(reason),
+                        plural(configurations, "configuration", "configurations"), count);
+  for (std::size_t i = 0; i < families.size() && i < kFamiliesPerReason; ++i) {
+    const DroppedFamily& f = *families[i];
+    out += fmt::format("    {}: {}", f.family, f.detail);
+    if (f.configurations > 0) {
+      out += fmt::format(" ({})", plural(f.configurations, "configuration", "configurations"));
+    }
+    out += "\n";
+  }
+  if (families.size() > kFamiliesPerReason) {
+    out += fmt::format("    ... and {} more\n",
+                       grouped(static_cast<std::int64_t>(families.size() - kFamiliesPerReason)));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ranked_table(const PlanRequest& request, const PlanResult& result) {
+  std::string out =
+      fmt::format("{} on {}, up to {} GPUs, global batch {}, sequence {}: ", request.model.name,
+                  request.hardware.name, grouped(request.gpus), grouped(request.global_batch),
+                  grouped(seq_len_of(request)));
+  if (result.ranked.empty()) {
+    return out + fmt::format("no configuration fits ({}); see the dropped families (--explain)\n",
+                             plural(result.stats.enumerated, "configuration", "configurations") +
+                                 " enumerated");
+  }
+  out += fmt::format("the {} by tokens/s\n",
+                     result.ranked.size() == 1
+                         ? std::string("best configuration")
+                         : fmt::format("{} best configurations", result.ranked.size()));
+  std::vector<std::vector<std::string>> rows{{"rank", "tokens/s", "iteration ms", "MFU", "bubble",
+                                              "exposed comm", "memory GB", "GPUs",
+                                              "configuration"}};
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    const PlannedConfig& c = result.ranked[i];
+    rows.push_back({fmt::format("{}", i + 1), rounded(c.tokens_per_s),
+                    fmt::format("{:.2f}", c.iteration_time_s * 1e3), percent(c.mfu),
+                    percent(c.bubble_fraction), percent(c.exposed_comm_fraction),
+                    gigabytes(c.peak_memory_bytes) + "/" + gigabytes(c.memory_capacity_bytes),
+                    grouped(c.gpus), describe(c.candidate)});
+  }
+  return out + aligned(rows);
+}
+
+std::string plan_csv(const PlanResult& result) {
+  std::string out;
+  for (const Field& field : kFields) {
+    out += (out.empty() ? "" : ",") + std::string(field.name);
+  }
+  out += "\n";
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    std::string row;
+    for (const Field& field : kFields) {
+      if (&field != kFields.data()) row += ",";
+      row += std::visit(CsvCell{}, field.get(result.ranked[i], static_cast<std::int64_t>(i + 1)));
+    }
+    out += row + "\n";
+  }
+  return out;
+}
+
+std::string plan_json(const PlanRequest& request, const PlanResult& result) {
+  Json root;
+  root["request"] = {{"model", request.model.name},    {"hardware", request.hardware.name},
+                     {"gpus", request.gpus},           {"global_batch", request.global_batch},
+                     {"seq_len", seq_len_of(request)}, {"memory_headroom", request.memory_headroom},
+                     {"top_k", request.top_k}};
+  Json ranked = Json::array();
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    Json entry;
+    for (const Field& field : kFields) {
+      entry[std::string(field.name)] =
+          std::visit(JsonCell{}, field.get(result.ranked[i], static_cast<std::int64_t>(i + 1)));
+    }
+    entry["scenario"] = Json::parse(to_json(result.ranked[i].scenario));
+    ranked.push_back(std::move(entry));
+  }
+  root["ranked"] = std::move(ranked);
+  Json dropped = Json::array();
+  for (const DroppedFamily& f : result.dropped) {
+    dropped.push_back({{"reason", to_string(f.reason)},
+                       {"family", f.family},
+                       {"detail", f.detail},
+                       {"configurations", f.configurations}});
+  }
+  root["dropped"] = std::move(dropped);
+  const PlanStats& s = result.stats;
+  Json by_reason = Json::object();
+  for (std::size_t r = 0; r < kDropReasons; ++r) {
+    by_reason[std::string(to_string(static_cast<DropReason>(r)))] = s.dropped[r];
+  }
+  root["stats"] = {
+      {"enumerated", s.enumerated}, {"bounded", s.bounded},           {"simulated", s.simulated},
+      {"pruned", s.pruned},         {"dropped_by_reason", by_reason}, {"threads", s.threads},
+      {"seconds", s.seconds}};
+  return dump_one_entry_per_line(root);
+}
+
+std::string explain_text(const PlanResult& result) {
+  std::array<std::vector<const DroppedFamily*>, kDropReasons> families;
+  for (const DroppedFamily& f : result.dropped) {
+    families[static_cast<std::size_t>(f.reason)].push_back(&f);
+  }
+  std::string out = "Dropped, by reason:\n";
+  bool any = false;
+  for (std::size_t r = 0; r < kDropReasons; ++r) {
+    if (families[r].empty() && result.stats.dropped[r] == 0) continue;
+    out += explain_reason(static_cast<DropReason>(r), result.stats.dropped[r], families[r]);
+    any = true;
+  }
+  if (!any) out += "  nothing\n";
+  if (result.stats.pruned > 0) {
+    out += fmt::format(
+        "Pruned: {} not simulated, their lower bound above the time of the last ranked one\n",
+        plural(result.stats.pruned, "configuration", "configurations"));
+  }
+  return out;
+}
+
+std::string stats_line(const PlanResult& result) {
+  const PlanStats& s = result.stats;
+  std::string reasons;
+  for (std::size_t r = 0; r < kDropReasons; ++r) {
+    if (s.dropped[r] == 0) continue;
+    reasons += fmt::format("{}{} {}", reasons.empty() ? "" : ", ",
+                           to_string(static_cast<DropReason>(r)), grouped(s.dropped[r]));
+  }
+  return fmt::format(
+      "enumerated {}, dropped {}{}, bounded {}, simulated {}, pruned {}, in {:.2f} s on {}\n",
+      plural(s.enumerated, "configuration", "configurations"), grouped(total_dropped(s)),
+      reasons.empty() ? "" : " (" + reasons + ")", grouped(s.bounded), grouped(s.simulated),
+      grouped(s.pruned), s.seconds, plural(s.threads, "thread", "threads"));
+}
+
+}  // namespace metron::plan

@@ -1,0 +1,93 @@
+// Note [plan space] (plan_request.h): the default request and the knobs each policy plans with.
+
+#include "metron/plan/plan_request.h"
+
+#include <fmt/format.h>
+
+#include "metron/base/error.h"
+#include "metron/plan/scenario.h"
+#include "metron/schedules/registry.h"
+
+namespace metron::plan {
+
+PlanRequest default_plan_request() {
+  const Scenario s = default_scenario();
+  PlanRequest r;
+  r.model = *s.model;
+  r.hardware = s.hardware;
+  r.gpus = *s.gpus;
+  r.global_batch = *s.parallel.global_batch;
+  r.seq_len = *s.parallel.seq_len;
+  return r;
+}
+
+schedules::SyncOptions planner_sync_options(schedules::SyncPolicy policy) {
+  using schedules::SyncPolicy;
+  schedules::SyncOptions o{.policy = policy};
+  switch (policy) {
+    case SyncPolicy::kMegatronDistopt:
+      o.overlap_param_gather = true;
+      [[fallthrough]];
+    case SyncPolicy::kMegatronDdp:
+    case SyncPolicy::kZero1:
+    case SyncPolicy::kZero2:
+      // Megatron's overlap_grad_reduce; ZeRO's overlap_comm (on by default for stage 3 only).
+      o.overlap_grad_reduce = true;
+      break;
+    default:
+      break;
+  }
+  return o;
+}
+
+namespace {
+
+void require_positive_list(const std::vector<std::int64_t>& values, const char* name) {
+  for (std::int64_t v : values) {
+    if (v < 1) {
+      throw InvalidConfig(fmt::format("plan: {} values must be at least 1; got {}", name, v));
+    }
+  }
+}
+
+}  // namespace
+
+void validate(const PlanRequest& r) {
+  if (r.gpus < 1) throw InvalidConfig(fmt::format("plan: gpus must be at least 1; got {}", r.gpus));
+  if (r.global_batch < 1) {
+    throw InvalidConfig(
+        fmt::format("plan: global batch must be at least 1; got {}", r.global_batch));
+  }
+  if (r.seq_len < 0) {
+    throw InvalidConfig(fmt::format("plan: sequence length must be positive; got {}", r.seq_len));
+  }
+  if (r.top_k < 1)
+    throw InvalidConfig(fmt::format("plan: top k must be at least 1; got {}", r.top_k));
+  if (!(r.memory_headroom >= 0 && r.memory_headroom < 1)) {
+    throw InvalidConfig(
+        fmt::format("plan: memory headroom must be in [0, 1); got {}", r.memory_headroom));
+  }
+  const PlanSpace& s = r.space;
+  require_positive_list(s.tp, "tp");
+  require_positive_list(s.pp, "pp");
+  require_positive_list(s.dp, "dp");
+  require_positive_list(s.vp, "vp");
+  require_positive_list(s.cp, "cp");
+  require_positive_list(s.ep, "ep");
+  require_positive_list(s.microbatch_size, "microbatch size");
+  require_positive_list(s.bucket_sizes, "bucket size");
+  for (std::int32_t k : s.group_size_multiples) {
+    if (k < 1) {
+      throw InvalidConfig(fmt::format("plan: group size multiples must be at least 1; got {}", k));
+    }
+  }
+  if (s.max_tp < 0 || s.max_pp < 0 || s.max_vp < 1 || s.max_microbatch_size < 1) {
+    throw InvalidConfig(fmt::format(
+        "plan: max tp / pp must be >= 0 (0 = default), max vp and max microbatch size >= 1; got "
+        "{}, {}, {}, {}",
+        s.max_tp, s.max_pp, s.max_vp, s.max_microbatch_size));
+  }
+  for (const std::string& name : s.schedules) (void)schedules::find_schedule(name);
+}
+
+}  // namespace metron::plan

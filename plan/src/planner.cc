@@ -1,0 +1,270 @@
+// Note [bound and simulate] (planner.h).
+
+#include "metron/plan/planner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <optional>
+
+#include "metron/base/error.h"
+#include "metron/base/parallel_for.h"
+#include "metron/plan/estimate.h"
+#include "metron/plan/evaluation.h"
+#include "metron/sim/simulator.h"
+
+namespace metron::plan {
+namespace {
+
+constexpr double kGb = 1e9;
+
+/// Why one complete configuration was dropped after enumeration.
+struct Drop {
+  DropReason reason = DropReason::kMemory;
+  std::string detail;
+  double need_bytes = 0;  ///< memory drops: the peak that did not fit
+};
+
+/// Reports progress at most every 1/200 of the work, from whichever thread gets there.
+class ProgressReporter {
+ public:
+  ProgressReporter(const PlanOptions& options, std::string_view phase, std::int64_t total)
+      : options_(options),
+        phase_(phase),
+        total_(total),
+        step_(std::max<std::int64_t>(1, total / 200)) {
+    report(0);
+  }
+  void tick() {
+    const std::lock_guard lock(mutex_);
+    ++done_;
+    if (done_ % step_ == 0 || done_ == total_) report(done_);
+  }
+  /// The bound ended the phase after `done` items: report it complete at that size.
+  void finish(std::int64_t done) {
+    const std::lock_guard lock(mutex_);
+    report(done, done);
+  }
+
+ private:
+  void report(std::int64_t done) const { report(done, total_); }
+  void report(std::int64_t done, std::int64_t total) const {
+    if (options_.progress) options_.progress({.phase = phase_, .done = done, .total = total});
+  }
+  const PlanOptions& options_;
+  std::string_view phase_;
+  std::int64_t total_;
+  std::int64_t step_;
+  std::int64_t done_ = 0;
+  std::mutex mutex_;
+};
+
+/// The memory every rank may use.
+double usable_bytes(const PlanRequest& r) {
+  return static_cast<double>(r.hardware.gpu.hbm_capacity) * (1 - r.memory_headroom);
+}
+
+std::string memory_detail(const PlanRequest& r, double need, std::int32_t rank, const Candidate& c,
+                          std::string_view how) {
+  return fmt::format(
+      "{} {:.1f} GB on pipeline rank {} > {:.1f} GB usable ({:.0f}% of {:.1f} GB); "
+      "least-memory configuration: {}",
+      how, need / kGb, rank, usable_bytes(r) / kGb, 100 * (1 - r.memory_headroom),
+      static_cast<double>(r.hardware.gpu.hbm_capacity) / kGb, describe(c));
+}
+
+/// A simulated configuration, ordered by (iteration time, enumeration index).
+struct Simulated {
+  sim::Time time = 0;
+  std::size_t index = 0;
+  PlannedConfig config;
+  friend bool operator<(const Simulated& a, const Simulated& b) {
+    return std::tie(a.time, a.index) < std::tie(b.time, b.index);
+  }
+};
+
+PlannedConfig planned(const Candidate& c, const Evaluation& e, const Estimate& estimate,
+                      const PlanRequest& r) {
+  PlannedConfig p;
+  p.candidate = c;
+  p.scenario = e.scenario;
+  p.gpus = c.parallel.gpus();
+  p.bound_s = estimate.bound_s;
+  p.iteration_time_s = e.iteration_time_s;
+  p.tokens_per_s = e.tokens_per_s;
+  p.mfu = e.mfu;
+  p.bubble_fraction = e.bubble_fraction;
+  p.exposed_comm_fraction = e.exposed_comm_fraction;
+  p.peak_memory_bytes = e.peak_memory_bytes.empty() ? 0.0
+                                                    : *std::max_element(e.peak_memory_bytes.begin(),
+                                                                        e.peak_memory_bytes.end());
+  p.estimated_memory_bytes = estimate.peak_memory_bytes;
+  p.memory_capacity_bytes = static_cast<double>(r.hardware.gpu.hbm_capacity);
+  return p;
+}
+
+class Search {
+ public:
+  Search(const PlanRequest& request, const PlanOptions& options)
+      : r_(request), options_(options), estimator_(request) {}
+
+  PlanResult run() {
+    const auto start = std::chrono::steady_clock::now();
+    PlanResult out;
+    out.stats.threads = options_.threads > 0 ? options_.threads : hardware_threads();
+    SearchSpace space = enumerate_space(r_);
+    candidates_ = std::move(space.candidates);
+    out.stats.enumerated = static_cast<std::int64_t>(candidates_.size());
+    for (const DroppedFamily& f : space.dropped) {
+      out.stats.enumerated += f.configurations;
+      out.stats.dropped[static_cast<std::size_t>(f.reason)] += f.configurations;
+    }
+    out.dropped = std::move(space.dropped);
+    estimate_all();
+    const std::vector<std::size_t> order = feasible_by_bound();
+    out.stats.bounded = static_cast<std::int64_t>(order.size());
+    simulate(order);
+    out.stats.simulated = simulated_count_;
+    out.stats.pruned = out.stats.bounded - simulated_count_;
+    collect_drops(out);
+    std::sort(results_.begin(), results_.end());
+    for (std::size_t i = 0; i < results_.size() && i < static_cast<std::size_t>(r_.top_k); ++i) {
+      out.ranked.push_back(std::move(results_[i].config));
+    }
+    out.stats.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }
+
+ private:
+  // Phase 2: memory and bound of every configuration, in parallel.
+  void estimate_all() {
+    estimates_.resize(candidates_.size());
+    drops_.resize(candidates_.size());
+    ProgressReporter progress(options_, "estimating",
+                              static_cast<std::int64_t>(candidates_.size()));
+    const double usable = usable_bytes(r_);
+    parallel_for(
+        static_cast<std::int64_t>(candidates_.size()), options_.threads, [&](std::int64_t i) {
+          const auto k = static_cast<std::size_t>(i);
+          try {
+            Estimate e = estimator_.estimate(candidates_[k]);
+            if (e.peak_memory_bytes > usable) {
+              drops_[k] = Drop{.reason = DropReason::kMemory,
+                               .detail = memory_detail(r_, e.peak_memory_bytes, e.peak_rank,
+                                                       candidates_[k], "needs"),
+                               .need_bytes = e.peak_memory_bytes};
+            }
+            e.memory_bytes.clear();
+            estimates_[k] = std::move(e);
+          } catch (const InvalidConfig& error) {
+            drops_[k] = Drop{.reason = DropReason::kPolicy, .detail = error.what()};
+          }
+          progress.tick();
+        });
+  }
+
+  std::vector<std::size_t> feasible_by_bound() const {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      if (!drops_[i]) order.push_back(i);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return estimates_[a]->bound_s < estimates_[b]->bound_s;
+    });
+    return order;
+  }
+
+  // Phase 3: simulate by rising bound while the bound can still beat the k-th best.
+  void simulate(const std::vector<std::size_t>& order) {
+    ProgressReporter progress(options_, "simulating", static_cast<std::int64_t>(order.size()));
+    const double usable = usable_bytes(r_);
+    parallel_for(static_cast<std::int64_t>(order.size()), options_.threads, [&](std::int64_t i) {
+      const std::size_t k = order[static_cast<std::size_t>(i)];
+      const Estimate& estimate = *estimates_[k];
+      if (!options_.exhaustive && !can_enter(estimate.bound_s)) return;
+      std::optional<Simulated> done;
+      std::optional<Drop> drop;
+      try {
+        const Evaluation e = evaluate(to_scenario(r_, candidates_[k]));
+        PlannedConfig p = planned(candidates_[k], e, estimate, r_);
+        if (p.peak_memory_bytes > usable) {
+          drop = Drop{
+              .reason = DropReason::kMemory,
+              .detail = memory_detail(r_, p.peak_memory_bytes, 0, candidates_[k], "simulated peak"),
+              .need_bytes = p.peak_memory_bytes};
+        } else {
+          done = Simulated{.time = e.result.makespan, .index = k, .config = std::move(p)};
+        }
+      } catch (const sim::SimulationDeadlock& error) {
+        drop = Drop{.reason = DropReason::kSimulation, .detail = error.what()};
+      } catch (const InvalidConfig& error) {
+        drop = Drop{.reason = DropReason::kPolicy, .detail = error.what()};
+      }
+      const std::lock_guard lock(mutex_);
+      ++simulated_count_;
+      if (drop) drops_[k] = std::move(drop);
+      if (done) admit(std::move(*done));
+      progress.tick();
+    });
+    progress.finish(simulated_count_);
+  }
+
+  /// Whether a configuration with this bound could still enter the top k.
+  bool can_enter(double bound_s) {
+    const std::lock_guard lock(mutex_);
+    if (kth_best_.size() < static_cast<std::size_t>(r_.top_k)) return true;
+    return bound_s * 1e9 <= static_cast<double>(kth_best_.back());
+  }
+
+  void admit(Simulated s) {
+    kth_best_.insert(std::upper_bound(kth_best_.begin(), kth_best_.end(), s.time), s.time);
+    if (kth_best_.size() > static_cast<std::size_t>(r_.top_k)) kth_best_.pop_back();
+    results_.push_back(std::move(s));
+  }
+
+  // Drops after enumeration, per (reason, family) in enumeration order; a memory family keeps
+  // the detail of its least-memory configuration.
+  void collect_drops(PlanResult& out) const {
+    std::map<std::pair<DropReason, std::string>, std::size_t> families;
+    std::map<std::size_t, double> least;
+    for (std::size_t i = 0; i < candidates_.size(); ++i) {
+      if (!drops_[i]) continue;
+      const Drop& d = *drops_[i];
+      ++out.stats.dropped[static_cast<std::size_t>(d.reason)];
+      auto [it, fresh] =
+          families.try_emplace({d.reason, family_of(candidates_[i])}, out.dropped.size());
+      if (fresh) {
+        out.dropped.push_back({d.reason, it->first.second, d.detail, 0});
+        least[it->second] = d.need_bytes;
+      } else if (d.reason == DropReason::kMemory && d.need_bytes < least[it->second]) {
+        out.dropped[it->second].detail = d.detail;
+        least[it->second] = d.need_bytes;
+      }
+      ++out.dropped[it->second].configurations;
+    }
+  }
+
+  const PlanRequest& r_;
+  const PlanOptions& options_;
+  Estimator estimator_;
+  std::vector<Candidate> candidates_;
+  std::vector<std::optional<Estimate>> estimates_;
+  std::vector<std::optional<Drop>> drops_;
+  std::mutex mutex_;
+  std::vector<sim::Time> kth_best_;  ///< the best times so far, ascending, at most k
+  std::vector<Simulated> results_;
+  std::int64_t simulated_count_ = 0;
+};
+
+}  // namespace
+
+PlanResult run_plan(const PlanRequest& request, const PlanOptions& options) {
+  return Search(request, options).run();
+}
+
+}  // namespace metron::plan

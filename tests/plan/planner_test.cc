@@ -1,0 +1,160 @@
+// The planner's search (planner.h, Note [bound and simulate]): bounded = exhaustive, the same
+// ranking on any number of threads, and the drops it reports.
+
+#include "metron/plan/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/models/stage_cost_model.h"
+
+namespace metron::plan {
+namespace {
+
+/// GPT-3 1.3B on 32 H100s: a space of a few hundred configurations, small enough to simulate
+/// every one of them, with every schedule family and three policies.
+PlanRequest small_request() {
+  PlanRequest r;
+  r.model = models::model_preset("gpt3-1.3b");
+  r.hardware = models::hardware_preset("dgx-h100");
+  r.gpus = 32;
+  r.global_batch = 64;
+  r.seq_len = 2048;
+  r.space.tp = {1, 2, 4};
+  r.space.pp = {1, 2, 4};
+  r.space.max_vp = 3;
+  r.space.max_microbatch_size = 2;
+  r.space.recompute = {models::Recompute::kNone, models::Recompute::kFull};
+  r.space.schedules = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe-v"};
+  r.space.policies = {schedules::SyncPolicy::kMegatronDistopt, schedules::SyncPolicy::kDdp,
+                      schedules::SyncPolicy::kZero2};
+  r.top_k = 5;
+  return r;
+}
+
+std::vector<std::string> names(const PlanResult& result) {
+  std::vector<std::string> out;
+  for (const PlannedConfig& c : result.ranked) out.push_back(describe(c.candidate));
+  return out;
+}
+
+std::vector<double> times(const PlanResult& result) {
+  std::vector<double> out;
+  for (const PlannedConfig& c : result.ranked) out.push_back(c.iteration_time_s);
+  return out;
+}
+
+TEST(Planner, BoundedSearchRanksExactlyAsExhaustiveSimulation) {
+  const PlanRequest r = small_request();
+  const PlanResult bounded = run_plan(r, {.threads = 2});
+  const PlanResult exhaustive = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_EQ(bounded.ranked.size(), 5U);
+  EXPECT_EQ(names(bounded), names(exhaustive));
+  EXPECT_EQ(times(bounded), times(exhaustive));
+  // The bound did prune (else this would compare exhaustive with itself), and exhaustive
+  // simulated everything that passed the rules and the memory estimate.
+  EXPECT_LT(bounded.stats.simulated, bounded.stats.bounded / 4);
+  EXPECT_EQ(exhaustive.stats.simulated, exhaustive.stats.bounded);
+  EXPECT_EQ(bounded.stats.bounded, exhaustive.stats.bounded);
+}
+
+TEST(Planner, EstimatesHoldForEverySimulatedConfiguration) {
+  // Every feasible configuration of the small space, every schedule family and policy:
+  //  - the bound must hold for all of them, or pruning could drop a winner;
+  //  - the memory estimate (state + the schedule's stash peak, closed form for 1F1B and
+  //    interleaved, walked order otherwise) is what the simulator's buffers reach, for the
+  //    policies without buffers of their own (Megatron's, DDP's).
+  PlanRequest r = small_request();
+  r.top_k = 100000;
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_GT(all.ranked.size(), 100U);
+  for (const PlannedConfig& c : all.ranked) {
+    EXPECT_LE(c.bound_s, c.iteration_time_s) << describe(c.candidate);
+    // Tight enough to be useful: within a factor 2 of the simulated time.
+    EXPECT_GT(c.bound_s, 0.5 * c.iteration_time_s) << describe(c.candidate);
+    const bool megatron =
+        c.candidate.schedule == "1f1b" || c.candidate.schedule == "interleaved-1f1b";
+    if (c.candidate.policy == schedules::SyncPolicy::kZero2) {
+      // ZeRO's IPG bucket is the policy's own buffer, which only the simulation holds.
+      if (megatron) {
+        EXPECT_LE(c.estimated_memory_bytes, c.peak_memory_bytes) << describe(c.candidate);
+      }
+    } else if (megatron) {
+      // Batched p2p: every output is sent before the next compute, so the walk is exact.
+      EXPECT_NEAR(c.estimated_memory_bytes, c.peak_memory_bytes, 1.0) << describe(c.candidate);
+    } else {
+      // Async p2p: an output lives until its isend completes, which the estimate places in the
+      // next compute task; the simulation may finish it sooner, by one output at most.
+      const auto output =
+          static_cast<double>(models::boundary_bytes(r.model, c.candidate.parallel));
+      EXPECT_GE(c.estimated_memory_bytes, c.peak_memory_bytes - 1.0) << describe(c.candidate);
+      EXPECT_LE(c.estimated_memory_bytes, c.peak_memory_bytes + output) << describe(c.candidate);
+    }
+  }
+}
+
+TEST(Planner, RankingIsTheSameOnOneTwoAndThreeThreads) {
+  const PlanRequest r = small_request();
+  const PlanResult one = run_plan(r, {.threads = 1});
+  const PlanResult two = run_plan(r, {.threads = 2});
+  const PlanResult three = run_plan(r, {.threads = 3});
+  EXPECT_EQ(names(one), names(two));
+  EXPECT_EQ(names(one), names(three));
+  EXPECT_EQ(times(one), times(two));
+  EXPECT_EQ(times(one), times(three));
+  EXPECT_EQ(one.stats.threads, 1);
+  EXPECT_EQ(three.stats.threads, 3);
+}
+
+TEST(Planner, RanksByThroughputBestFirst) {
+  const PlanResult result = run_plan(small_request(), {.threads = 2});
+  ASSERT_FALSE(result.ranked.empty());
+  for (std::size_t i = 1; i < result.ranked.size(); ++i) {
+    EXPECT_GE(result.ranked[i - 1].tokens_per_s, result.ranked[i].tokens_per_s);
+  }
+  for (const PlannedConfig& c : result.ranked) {
+    // Exactly the global batch, so tokens/s = 64 · 2048 / iteration time.
+    EXPECT_NEAR(c.tokens_per_s, 64.0 * 2048 / c.iteration_time_s, 1e-6 * c.tokens_per_s);
+    EXPECT_LE(c.gpus, 32);
+    EXPECT_LE(c.peak_memory_bytes, 0.9 * 80e9);
+  }
+}
+
+TEST(Planner, DropsWhatDoesNotFitInMemoryAndSaysSo) {
+  // GPT-3 175B on 8 GPUs: 175e9 parameters · 16 B / 8 GPUs = 350 GB per GPU at best.
+  PlanRequest r = default_plan_request();
+  r.gpus = 8;
+  r.global_batch = 8;
+  const PlanResult result = run_plan(r, {.threads = 2});
+  EXPECT_TRUE(result.ranked.empty());
+  EXPECT_EQ(result.stats.simulated, 0);
+  EXPECT_GT(result.stats.dropped[static_cast<std::size_t>(DropReason::kMemory)], 0);
+  const auto memory =
+      std::find_if(result.dropped.begin(), result.dropped.end(),
+                   [](const DroppedFamily& f) { return f.reason == DropReason::kMemory; });
+  ASSERT_NE(memory, result.dropped.end());
+  EXPECT_NE(memory->detail.find("GB usable"), std::string::npos) << memory->detail;
+}
+
+TEST(Planner, AConfigurationThatFitsOnlyWithoutHeadroomIsDroppedWithIt) {
+  // The winner's estimated memory decides: ask again with the headroom that leaves it no room.
+  PlanRequest r = small_request();
+  r.memory_headroom = 0;
+  const PlanResult free = run_plan(r, {.threads = 2});
+  ASSERT_FALSE(free.ranked.empty());
+  const double need = free.ranked.front().estimated_memory_bytes;
+  r.memory_headroom = 1 - 0.99 * need / 80e9;
+  const PlanResult tight = run_plan(r, {.threads = 2});
+  for (const PlannedConfig& c : tight.ranked) {
+    EXPECT_NE(describe(c.candidate), describe(free.ranked.front().candidate));
+    EXPECT_LE(c.estimated_memory_bytes, 0.99 * need);
+  }
+  EXPECT_GT(tight.stats.dropped[static_cast<std::size_t>(DropReason::kMemory)],
+            free.stats.dropped[static_cast<std::size_t>(DropReason::kMemory)]);
+}
+
+}  // namespace
+}  // namespace metron::plan

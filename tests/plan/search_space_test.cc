@@ -1,0 +1,158 @@
+// The plan space (plan_request.h, Note [plan space]) and the rules that drop configurations
+// before anything is estimated (search_space.h).
+
+#include "metron/plan/search_space.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "metron/base/error.h"
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/models/parallel_spec.h"
+
+namespace metron::plan {
+namespace {
+
+PlanRequest request(std::string_view model, std::int64_t gpus, std::int64_t global_batch) {
+  PlanRequest r;
+  r.model = models::model_preset(model);
+  r.hardware = models::hardware_preset("dgx-h100");
+  r.gpus = gpus;
+  r.global_batch = global_batch;
+  r.seq_len = 2048;
+  return r;
+}
+
+const DroppedFamily* find_family(const SearchSpace& s, DropReason reason, std::string_view family) {
+  const auto it = std::find_if(s.dropped.begin(), s.dropped.end(), [&](const DroppedFamily& f) {
+    return f.reason == reason && f.family == family;
+  });
+  return it == s.dropped.end() ? nullptr : &*it;
+}
+
+TEST(SearchSpace, CountsATinySpaceByHand) {
+  // gpt3-1.3b on 8 GPUs, batch 8, tp and pp in {1, 2}, 1F1B, no recompute, microbatch 1:
+  // dp ranges over the divisors of 8 with tp·pp·dp <= 8, so (tp, pp) = (1, 1) has dp 1, 2, 4, 8;
+  // (1, 2) and (2, 1) have 1, 2, 4; (2, 2) has 1, 2: 4 + 3 + 3 + 2 = 12.
+  PlanRequest r = request("gpt3-1.3b", 8, 8);
+  r.space.tp = {1, 2};
+  r.space.pp = {1, 2};
+  r.space.schedules = {"1f1b"};
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.max_microbatch_size = 1;
+  const SearchSpace s = enumerate_space(r);
+  EXPECT_EQ(s.candidates.size(), 12U);
+  for (const Candidate& c : s.candidates) {
+    EXPECT_EQ(c.parallel.microbatch_size, 1);
+    EXPECT_EQ(c.parallel.sequence_parallel, c.parallel.tp > 1);  // Megatron's recommendation
+    EXPECT_EQ(c.schedule, "1f1b");
+    EXPECT_EQ(c.policy, schedules::SyncPolicy::kMegatronDistopt);
+  }
+}
+
+TEST(SearchSpace, EveryCandidatePassesTheModelsValidationWithinTheGpusAndBatch) {
+  // An independent check of the enumeration's divisibility rules: models::validate.
+  PlanRequest r = request("gpt3-13b", 64, 128);
+  r.space.schedules = {"1f1b", "interleaved-1f1b", "zb-v"};
+  const SearchSpace s = enumerate_space(r);
+  ASSERT_GT(s.candidates.size(), 100U);
+  for (const Candidate& c : s.candidates) {
+    EXPECT_NO_THROW(models::validate(c.parallel, r.model, c.parallel.gpus())) << describe(c);
+    EXPECT_LE(c.parallel.gpus(), 64) << describe(c);
+    EXPECT_EQ(*c.parallel.microbatches() * c.parallel.microbatch_size * c.parallel.dp, 128)
+        << describe(c);
+  }
+}
+
+TEST(SearchSpace, DropsLayersThatDoNotDivideWithTheReason) {
+  // Turing-NLG's 105 layers: pp = 2 cannot split them, pp = 5 can; interleaving 5 stages into
+  // 2 chunks needs 10 | 105, which fails too.
+  PlanRequest r = request("turing-530b", 4096, 2520);
+  r.space.tp = {8};
+  r.space.pp = {2, 5};
+  r.space.schedules = {"1f1b", "interleaved-1f1b"};
+  r.space.vp = {2, 3};
+  const SearchSpace s = enumerate_space(r);
+  const DroppedFamily* pp2 = find_family(s, DropReason::kLayers, "tp=8 pp=2");
+  ASSERT_NE(pp2, nullptr);
+  EXPECT_EQ(pp2->detail, "layers (105) not divisible by pp = 2");
+  const DroppedFamily* vp2 = find_family(s, DropReason::kLayers, "tp=8 pp=5 interleaved-1f1b vp=2");
+  ASSERT_NE(vp2, nullptr);
+  EXPECT_NE(vp2->detail.find("105"), std::string::npos);
+  EXPECT_EQ(find_family(s, DropReason::kLayers, "tp=8 pp=5 interleaved-1f1b vp=3"), nullptr);
+  for (const Candidate& c : s.candidates) {
+    EXPECT_EQ(c.parallel.pp, 5);
+    EXPECT_NE(c.parallel.vp, 2);
+  }
+}
+
+TEST(SearchSpace, DropsTensorParallelSizesThatDoNotDivideTheHeads) {
+  PlanRequest r = request("gpt3-175b", 1024, 1536);  // 96 heads
+  r.space.tp = {5, 8};
+  r.space.pp = {16};
+  const SearchSpace s = enumerate_space(r);
+  const DroppedFamily* tp5 = find_family(s, DropReason::kTensorParallel, "tp=5");
+  ASSERT_NE(tp5, nullptr);
+  EXPECT_NE(tp5->detail.find("heads (96)"), std::string::npos) << tp5->detail;
+  for (const Candidate& c : s.candidates) EXPECT_EQ(c.parallel.tp, 8);
+}
+
+TEST(SearchSpace, CountsConfigurationsTheScheduleRejects) {
+  // Interleaved 1F1B on pp = 4 needs at least pp = 4 microbatches (group size 4): with batch 16
+  // and dp = 8 there are 2 microbatches of 1 sample, or 1 of 2. Both are dropped, counted once
+  // per configuration (two recompute settings each).
+  PlanRequest r = request("gpt3-1.3b", 32, 16);
+  r.space.tp = {1};
+  r.space.pp = {4};
+  r.space.dp = {8};
+  r.space.vp = {2};
+  r.space.schedules = {"interleaved-1f1b"};
+  r.space.recompute = {models::Recompute::kNone, models::Recompute::kFull};
+  const SearchSpace s = enumerate_space(r);
+  EXPECT_TRUE(s.candidates.empty());
+  const DroppedFamily* f = find_family(s, DropReason::kSchedule, "tp=1 pp=4 interleaved-1f1b vp=2");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->configurations, 4);  // microbatch sizes 1 and 2 × two recompute settings
+  EXPECT_NE(f->detail.find("exceeds microbatches"), std::string::npos) << f->detail;
+}
+
+TEST(SearchSpace, ListedValuesThatBreakTheBatchOrGpusAreReported) {
+  PlanRequest r = request("gpt3-1.3b", 16, 24);
+  r.space.tp = {1};
+  r.space.pp = {1};
+  r.space.dp = {5, 32, 8};
+  const SearchSpace s = enumerate_space(r);
+  EXPECT_NE(find_family(s, DropReason::kBatch, "tp=1 pp=1 1f1b vp=1 dp=5"), nullptr);
+  EXPECT_NE(find_family(s, DropReason::kGpus, "tp=1 pp=1 1f1b vp=1 dp=32"), nullptr);
+  for (const Candidate& c : s.candidates) EXPECT_EQ(c.parallel.dp, 8);
+}
+
+TEST(SearchSpace, DescribesAConfigurationByItsFields) {
+  const Candidate c{.parallel = {.tp = 8,
+                                 .pp = 16,
+                                 .dp = 8,
+                                 .vp = 2,
+                                 .sequence_parallel = true,
+                                 .microbatch_size = 1,
+                                 .recompute = models::Recompute::kFull},
+                    .schedule = "interleaved-1f1b"};
+  EXPECT_EQ(describe(c),
+            "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt recompute=full");
+  EXPECT_EQ(family_of(c), "tp=8 pp=16 interleaved-1f1b vp=2");
+}
+
+TEST(SearchSpace, RejectsAnImpossibleRequest) {
+  PlanRequest r = request("gpt3-1.3b", 0, 8);
+  EXPECT_THROW((void)enumerate_space(r), InvalidConfig);
+  r.gpus = 8;
+  r.space.schedules = {"no-such-schedule"};
+  EXPECT_THROW((void)enumerate_space(r), InvalidConfig);
+  r.space.schedules.clear();
+  r.memory_headroom = 1;
+  EXPECT_THROW((void)enumerate_space(r), InvalidConfig);
+}
+
+}  // namespace
+}  // namespace metron::plan

@@ -212,14 +212,25 @@ Estimate Estimator::estimate(const Candidate& c) const {
     lowest[r] = std::min(lowest[r], s);
     sends[r] += per_stage * ((s < stages - 1 ? 1 : 0) + (s > 0 ? 1 : 0));
   }
-  // 1F1B's batched exchanges (schedules' Note [batched p2p steps]) block the host until a
-  // compute's output is sent, so every sending compute but possibly the rank's last is followed
-  // by a transfer before the next one. The interleaved exchanges pair a send with a later
-  // compute's receive and do not always block between the two computes: no such term there.
-  if (spec.name == "1f1b" &&
-      p2p_mode(ScheduleChoice{.name = spec.name}) == schedules::P2PMode::kBatched && p > 1) {
-    for (std::size_t r = 0; r < fx.size(); ++r) {
-      fx[r] += std::max(0.0, sends[r] - 1) * prof->p2p;
+  // Megatron's batched exchanges block the host until they complete, and a send cannot start
+  // before its compute ends, so a compute whose output an exchange sends before the rank's next
+  // compute is followed by one p2p time. 1F1B (Note [batched p2p steps]): every sending compute
+  // (all but possibly the rank's last). Interleaved 1F1B (Note [batched interleaved
+  // exchanges]): the w warm-up forwards and every backward but those of stage 0; a steady
+  // forward's output waits for the call after the next backward, so it adds nothing.
+  if (p2p_mode(ScheduleChoice{.name = spec.name}) == schedules::P2PMode::kBatched && p > 1) {
+    for (std::int32_t r = 0; r < p; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      double blocking = 0;
+      if (spec.name == "1f1b") {
+        blocking = sends[ri];
+      } else if (spec.name == "interleaved-1f1b") {
+        const std::int32_t total = m * v;
+        const std::int32_t warmup =
+            std::min(2 * (p - r - 1) + (v - 1) * c.group_size.value_or(p), total);
+        blocking = warmup + total - (r == 0 ? m : 0);
+      }
+      fx[ri] += std::max(0.0, blocking - 1) * prof->p2p;
     }
   }
   double bound = 0;

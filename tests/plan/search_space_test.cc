@@ -129,6 +129,48 @@ TEST(SearchSpace, ListedValuesThatBreakTheBatchOrGpusAreReported) {
   for (const Candidate& c : s.candidates) EXPECT_EQ(c.parallel.dp, 8);
 }
 
+TEST(SearchSpace, SearchesExpertParallelismOverTheExpertsThatDivideDataParallelism) {
+  // A Mixtral-like MoE on 16 GPUs: 8 experts; ep ranges over the divisors of 8 that divide
+  // dp·cp (Megatron carves ep out of the data-parallel ranks). tp = pp = 1 leaves dp in
+  // {1, 2, 4, 8, 16}, so dp = 1 has ep 1; 2 has 1, 2; 4 has 1, 2, 4; 8 and 16 have 1, 2, 4, 8.
+  PlanRequest r = request("gpt3-1.3b", 16, 16);
+  r.model.moe = models::MoeSpec{.experts = 8, .top_k = 2, .ffn_hidden = 4096};
+  r.space.tp = {1};
+  r.space.pp = {1};
+  r.space.schedules = {"1f1b"};
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.microbatch_size = {1};
+  const SearchSpace s = enumerate_space(r);
+  std::vector<std::pair<std::int64_t, std::int64_t>> dp_ep;
+  for (const Candidate& c : s.candidates) {
+    dp_ep.emplace_back(c.parallel.dp, c.parallel.ep);
+    EXPECT_NO_THROW(models::validate(c.parallel, r.model, c.parallel.gpus())) << describe(c);
+  }
+  const std::vector<std::pair<std::int64_t, std::int64_t>> expected = {
+      {1, 1}, {2, 1}, {2, 2}, {4, 1},  {4, 2},  {4, 4},  {8, 1},
+      {8, 2}, {8, 4}, {8, 8}, {16, 1}, {16, 2}, {16, 4}, {16, 8}};
+  EXPECT_EQ(dp_ep, expected);
+}
+
+TEST(SearchSpace, ListedContextParallelSizesSplitTheSequence) {
+  // cp = 2 needs the sequence divisible by 2·cp = 4 (load-balanced split) and, with sequence
+  // parallelism at tp = 2, by tp·cp = 4: 2048 is; cp = 3 is not (2048 mod 6 != 0).
+  PlanRequest r = request("gpt3-1.3b", 32, 32);
+  r.space.tp = {2};
+  r.space.pp = {2};
+  r.space.cp = {1, 2, 3};
+  const SearchSpace s = enumerate_space(r);
+  EXPECT_NE(find_family(s, DropReason::kSequence, "tp=2 cp=3"), nullptr);
+  bool saw_cp2 = false;
+  for (const Candidate& c : s.candidates) {
+    saw_cp2 = saw_cp2 || c.parallel.cp == 2;
+    EXPECT_NE(c.parallel.cp, 3);
+    EXPECT_LE(c.parallel.gpus(), 32);
+    EXPECT_NO_THROW(models::validate(c.parallel, r.model, c.parallel.gpus())) << describe(c);
+  }
+  EXPECT_TRUE(saw_cp2);
+}
+
 TEST(SearchSpace, DescribesAConfigurationByItsFields) {
   const Candidate c{.parallel = {.tp = 8,
                                  .pp = 16,

@@ -26,9 +26,10 @@
 //
 //   since every F and X of rank r precede its last X. For 1F1B with equal stages this is
 //   (m + p − 1)(F + B) + opt; for interleaved 1F1B (m + (p − 1)/v)(F + B) + opt. DualPipe's two
-//   directions take head = tail = 0. 1F1B's batched exchanges block the host after every compute
-//   whose output is sent until the send completes, so its ranks add one p2p per sending compute
-//   but the last (interleaved 1F1B pairs a send with a later receive: not added there).
+//   directions take head = tail = 0. Megatron's batched exchanges block the host until the send
+//   of a compute's output completes before the next compute: one p2p per such compute but the
+//   rank's last — in 1F1B every sending compute, in interleaved 1F1B the warm-up forwards and
+//   the backwards (a steady forward's output goes out only after the next backward).
 //   Everything else the step adds — data-parallel sync, hardware queues, slow-down — can only
 //   delay, so the bound holds; it is lowered by 1e-4 relative to cover the step's per-task
 //   rounding to nanoseconds. The planner's tests check bound ≤ simulated time on every

@@ -161,6 +161,19 @@ std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidat
   return rank_states_.emplace(key, std::move(out)).first->second;
 }
 
+std::shared_ptr<const schedules::Order> Estimator::order(
+    const schedules::ScheduleSpec& spec) const {
+  const auto key =
+      std::make_tuple(spec.name, spec.pp, spec.vp, spec.microbatches, spec.group_size.value_or(0));
+  {
+    const std::lock_guard lock(mutex_);
+    if (auto it = orders_.find(key); it != orders_.end()) return it->second;
+  }
+  auto generated = std::make_shared<const schedules::Order>(schedules::generate_order(spec));
+  const std::lock_guard lock(mutex_);
+  return orders_.emplace(key, std::move(generated)).first->second;
+}
+
 Estimate Estimator::estimate(const Candidate& c) const {
   const schedules::ScheduleInfo& info = schedules::find_schedule(c.schedule);
   const std::shared_ptr<const StageProfile> prof = profile(c);
@@ -181,8 +194,7 @@ Estimate Estimator::estimate(const Candidate& c) const {
   Estimate e;
   std::optional<std::vector<double>> stash = detail::closed_form_stash_peak(spec, prof->stash);
   if (!stash) {
-    stash =
-        detail::walked_stash_peak(schedules::generate_order(spec), info.placement, p, prof->stash);
+    stash = detail::walked_stash_peak(*order(spec), info.placement, p, prof->stash);
   }
   const std::shared_ptr<const RankState> ranks = rank_state(c);
   const std::vector<double>& optimizer = ranks->optimizer_s;

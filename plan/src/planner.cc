@@ -87,6 +87,13 @@ struct Simulated {
   }
 };
 
+/// The pipeline rank with the highest simulated memory (symmetric mode: rank = pipeline rank).
+std::int32_t peak_rank(const Evaluation& e) {
+  const auto& peaks = e.peak_memory_bytes;
+  return static_cast<std::int32_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin()) %
+         std::max<std::int32_t>(1, e.step.pipeline_ranks);
+}
+
 PlannedConfig planned(const Candidate& c, const Evaluation& e, const Estimate& estimate,
                       const PlanRequest& r) {
   PlannedConfig p;
@@ -193,10 +200,10 @@ class Search {
         const Evaluation e = evaluate(to_scenario(r_, candidates_[k]));
         PlannedConfig p = planned(candidates_[k], e, estimate, r_);
         if (p.peak_memory_bytes > usable) {
-          drop = Drop{
-              .reason = DropReason::kMemory,
-              .detail = memory_detail(r_, p.peak_memory_bytes, 0, candidates_[k], "simulated peak"),
-              .need_bytes = p.peak_memory_bytes};
+          drop = Drop{.reason = DropReason::kMemory,
+                      .detail = memory_detail(r_, p.peak_memory_bytes, peak_rank(e), candidates_[k],
+                                              "simulated peak"),
+                      .need_bytes = p.peak_memory_bytes};
         } else {
           done = Simulated{.time = e.result.makespan, .index = k, .config = std::move(p)};
         }

@@ -99,11 +99,28 @@ class Enumerator {
   }
 
   // Complete configurations dropped by one rule, counted per family of tp/cp/pp/schedule/vp.
-  void drop_complete(DropReason reason, const std::string& family, const std::string& detail) {
+  void drop_complete(DropReason reason, const std::string& family, const std::string& detail,
+                     std::int64_t configurations) {
     const auto key = std::make_pair(reason, family);
     auto [it, fresh] = counted_.try_emplace(key, out_.dropped.size());
     if (fresh) out_.dropped.push_back({reason, family, detail, 0});
-    ++out_.dropped[it->second].configurations;
+    out_.dropped[it->second].configurations += configurations;
+  }
+
+  // The interleaved group sizes a candidate is tried with (nullopt: the schedule's default).
+  std::vector<std::optional<std::int32_t>> group_sizes(const Candidate& c) const {
+    if (c.schedule != "interleaved-1f1b" || r_.space.group_size_multiples.empty())
+      return {std::nullopt};
+    std::vector<std::optional<std::int32_t>> out;
+    for (std::int32_t k : r_.space.group_size_multiples) {
+      out.emplace_back(static_cast<std::int32_t>(k * c.parallel.pp));
+    }
+    return out;
+  }
+
+  // Complete configurations below one choice of sizes: group size × policy × bucket size.
+  std::int64_t below_sizes(const Candidate& c) const {
+    return static_cast<std::int64_t>(group_sizes(c).size() * policies_.size() * buckets_.size());
   }
 
   bool tensor_parallel_fits(std::int64_t tp) {
@@ -249,9 +266,11 @@ class Enumerator {
         c.parallel.sequence_parallel = sp;
         const std::int64_t split = (sp ? c.parallel.tp : 1) * c.parallel.cp;
         if (split > 1 && seq_ % split != 0) {
+          // Every recompute, ep, group size, policy and bucket below this choice.
           drop_complete(DropReason::kSequence, family,
                         fmt::format("sequence {} not divisible by tp·cp = {} (sequence parallel)",
-                                    seq_, split));
+                                    seq_, split),
+                        static_cast<std::int64_t>(recomputes.size() * eps.size()) * below_sizes(c));
           continue;
         }
         for (models::Recompute rc : recomputes) {
@@ -267,27 +286,18 @@ class Enumerator {
 
   // The schedule's own rules for this microbatch count and group size, then policy × bucket.
   void over_schedule_sizes(Candidate c, std::int64_t m, const std::string& family) {
-    std::vector<std::optional<std::int32_t>> groups = {std::nullopt};
-    if (c.schedule == "interleaved-1f1b" && !r_.space.group_size_multiples.empty()) {
-      groups.clear();
-      for (std::int32_t k : r_.space.group_size_multiples) {
-        groups.emplace_back(static_cast<std::int32_t>(k * c.parallel.pp));
-      }
-    }
-    const std::int64_t per_group = static_cast<std::int64_t>(policies_.size() * buckets_.size());
-    for (const std::optional<std::int32_t>& n : groups) {
+    const auto per_group = static_cast<std::int64_t>(policies_.size() * buckets_.size());
+    for (const std::optional<std::int32_t>& n : group_sizes(c)) {
       c.group_size = n;
       if (const std::optional<std::string> why = schedule_problem(c, m)) {
-        for (std::int64_t i = 0; i < per_group; ++i)
-          drop_complete(DropReason::kSchedule, family, *why);
+        drop_complete(DropReason::kSchedule, family, *why, per_group);
         continue;
       }
       for (schedules::SyncPolicy policy : policies_) {
         c.policy = policy;
         if (policy == schedules::SyncPolicy::kZero3 && c.parallel.ep > 1) {
-          for (std::size_t i = 0; i < buckets_.size(); ++i) {
-            drop_complete(DropReason::kPolicy, family, "zero3 does not shard expert tensors");
-          }
+          drop_complete(DropReason::kPolicy, family, "zero3 does not shard expert tensors",
+                        static_cast<std::int64_t>(buckets_.size()));
           continue;
         }
         for (const std::optional<std::int64_t>& bucket : buckets_) {

@@ -118,6 +118,23 @@ TEST(SearchSpace, CountsConfigurationsTheScheduleRejects) {
   EXPECT_NE(f->detail.find("exceeds microbatches"), std::string::npos) << f->detail;
 }
 
+TEST(SearchSpace, CountsEveryConfigurationASequenceSplitDrops) {
+  // Sequence parallelism asked for at tp = 2 on a 2,049-token sequence: no split. One microbatch
+  // size (batch 8 over dp 8) × three recompute modes × two policies = 6 configurations.
+  PlanRequest r = request("gpt3-1.3b", 16, 8);
+  r.seq_len = 2049;
+  r.space.tp = {2};
+  r.space.pp = {1};
+  r.space.dp = {8};
+  r.space.sequence_parallel = {true};
+  r.space.policies = {schedules::SyncPolicy::kMegatronDistopt, schedules::SyncPolicy::kDdp};
+  const SearchSpace s = enumerate_space(r);
+  EXPECT_TRUE(s.candidates.empty());
+  const DroppedFamily* f = find_family(s, DropReason::kSequence, "tp=2 pp=1 1f1b vp=1");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->configurations, 6);
+}
+
 TEST(SearchSpace, ListedValuesThatBreakTheBatchOrGpusAreReported) {
   PlanRequest r = request("gpt3-1.3b", 16, 24);
   r.space.tp = {1};

@@ -40,6 +40,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -47,6 +48,7 @@
 #include "metron/models/compute_cost.h"
 #include "metron/plan/plan_request.h"
 #include "metron/plan/search_space.h"
+#include "metron/schedules/schedule_spec.h"
 
 namespace metron::plan {
 
@@ -87,6 +89,11 @@ class Estimator {
                               std::int64_t, int>,
                    std::shared_ptr<const RankState>>
       rank_states_;
+  /// Orders of the schedules without a closed-form stash peak, by (schedule, pp, vp, m, N).
+  mutable std::map<std::tuple<std::string, std::int32_t, std::int32_t, std::int32_t, std::int32_t>,
+                   std::shared_ptr<const schedules::Order>>
+      orders_;
+  std::shared_ptr<const schedules::Order> order(const schedules::ScheduleSpec& spec) const;
 };
 
 }  // namespace metron::plan

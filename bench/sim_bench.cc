@@ -21,8 +21,8 @@
 #include <variant>
 #include <vector>
 
-#include "metron/schedules/lowering.h"
-#include "metron/schedules/registry.h"
+#include "metron/lowering/lowering.h"
+#include "metron/pipeline/registry.h"
 #include "metron/sim/simulator.h"
 #include "support/one_f_one_b_step.h"
 
@@ -126,10 +126,10 @@ BENCHMARK(BM_SimulateOneFOneBStep)->Arg(0)->Arg(10)->Unit(benchmark::kMillisecon
 // Interleaved 1F1B, 32 ranks x 4 chunks, 1,536 microbatches, async p2p: about 1.2 million tasks
 // on few ranks (long streams, few concurrent events).
 void BM_SimulateInterleaved(benchmark::State& state) {
-  static const ir::Graph kGraph = metron::schedules::lower(
-      metron::schedules::generate_order(
+  static const ir::Graph kGraph = metron::lowering::lower(
+      metron::pipeline::generate_order(
           {.name = "interleaved-1f1b", .pp = 32, .vp = 4, .microbatches = 1536}),
-      {.p2p = metron::schedules::P2PMode::kAsync});
+      {.p2p = metron::lowering::P2PMode::kAsync});
   simulate_and_report(state, kGraph);
 }
 BENCHMARK(BM_SimulateInterleaved)->Arg(0)->Unit(benchmark::kMillisecond);

@@ -5,8 +5,8 @@
 #include <limits>
 
 #include "metron/base/error.h"
+#include "metron/pipeline/registry.h"
 #include "metron/plan/plan_request.h"
-#include "metron/schedules/registry.h"
 
 namespace metron::cli {
 namespace {
@@ -79,7 +79,7 @@ std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_
   std::vector<std::string> values;
   for (const std::string_view item : split(flag, text, kExpected)) {
     try {
-      schedules::find_schedule(item);
+      pipeline::find_schedule(item);
     } catch (const InvalidConfig& e) {
       throw InvalidConfig(std::string(flag) + ": " + e.what());
     }
@@ -88,15 +88,15 @@ std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_
   return values;
 }
 
-std::vector<schedules::SyncPolicy> parse_policy_list(std::string_view flag, std::string_view text) {
+std::vector<sync::SyncPolicy> parse_policy_list(std::string_view flag, std::string_view text) {
   const std::string expected =
-      std::string(schedules::sync_policy_names()) + " separated by commas, or all";
+      std::string(sync::sync_policy_names()) + " separated by commas, or all";
   // "all" is every name sync_policy_names() lists (separated by '|' there).
-  std::string list(text == "all" ? schedules::sync_policy_names() : text);
+  std::string list(text == "all" ? sync::sync_policy_names() : text);
   if (text == "all") std::replace(list.begin(), list.end(), '|', ',');
-  std::vector<schedules::SyncPolicy> values;
+  std::vector<sync::SyncPolicy> values;
   for (const std::string_view item : split(flag, list, expected)) {
-    const std::optional<schedules::SyncPolicy> value = schedules::parse_sync_policy(item);
+    const std::optional<sync::SyncPolicy> value = sync::parse_sync_policy(item);
     if (!value) reject(flag, item, expected);
     add_once(values, *value);
   }

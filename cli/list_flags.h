@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "metron/models/parallel_spec.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::cli {
 
@@ -24,8 +24,8 @@ std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::
 /// Registry names (checked against schedules/registry.h), or "all" (plan::kAllPlanSchedules).
 std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_view text);
 
-/// Sync policy names, or "all" (every policy of schedules::SyncPolicy).
-std::vector<schedules::SyncPolicy> parse_policy_list(std::string_view flag, std::string_view text);
+/// Sync policy names, or "all" (every policy of sync::SyncPolicy).
+std::vector<sync::SyncPolicy> parse_policy_list(std::string_view flag, std::string_view text);
 
 /// "on" → {true}, "off" → {false}, "both" → {false, true}.
 std::vector<bool> parse_on_off_both(std::string_view flag, std::string_view text);

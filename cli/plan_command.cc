@@ -224,7 +224,7 @@ void add_space_flags(CLI::App& cmd, PlanFlags& f) {
   add_list(g, "--group-size-multiples", f.group_size_multiples,
            "interleaved 1F1B's group size N as multiples of pp (default 1)");
   add_list(g, "--sync", f.sync,
-           "data-parallel sync policies: " + std::string(schedules::sync_policy_names()) +
+           "data-parallel sync policies: " + std::string(sync::sync_policy_names()) +
                ", or all (default: megatron-distopt)");
   add_list(g, "--bucket-sizes", f.bucket_sizes,
            "gradient bucket sizes, in each policy's unit (default: the policy's)");

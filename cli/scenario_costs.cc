@@ -24,7 +24,7 @@ std::vector<double> in_ms(const std::vector<double>& seconds) {
 
 }  // namespace
 
-schedules::StageTimes read_scenario_costs(const std::string& path) {
+pipeline::StageTimes read_scenario_costs(const std::string& path) {
   const std::string text = read_file(path);
   const Json root = parse_json_document<Json>(text, path);
   if (!root.is_object() || !root.contains("costs") || !root.at("costs").is_object()) {

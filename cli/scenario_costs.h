@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "metron/schedules/schedule_spec.h"
+#include "metron/pipeline/schedule_spec.h"
 
 namespace metron::cli {
 
 /// The per-stage times of a scenario. Throws ParseError naming the file and the JSON path.
-schedules::StageTimes read_scenario_costs(const std::string& path);
+pipeline::StageTimes read_scenario_costs(const std::string& path);
 
 }  // namespace metron::cli

@@ -12,12 +12,12 @@
 #include "metron/base/file_io.h"
 #include "metron/ir/action_rows.h"
 #include "metron/ir/json_format.h"
+#include "metron/lowering/lowering.h"
+#include "metron/pipeline/order_checks.h"
+#include "metron/pipeline/registry.h"
+#include "metron/pipeline/user_order.h"
 #include "metron/plan/scenario.h"
 #include "metron/plan/step_builder.h"
-#include "metron/schedules/lowering.h"
-#include "metron/schedules/order_checks.h"
-#include "metron/schedules/registry.h"
-#include "metron/schedules/user_order.h"
 #include "scenario_costs.h"
 #include "schedule_grid.h"
 #include "spec_loading.h"
@@ -27,7 +27,7 @@ namespace metron::cli {
 namespace {
 
 struct ScheduleOptions {
-  schedules::ScheduleSpec spec;
+  pipeline::ScheduleSpec spec;
   std::optional<std::int32_t> vp;
   std::optional<std::int32_t> layers;
   std::vector<std::int32_t> layers_per_stage;
@@ -49,15 +49,15 @@ struct ScheduleOptions {
   bool sp = false;
 };
 
-std::int32_t num_stages(const schedules::ScheduleInfo& info, const schedules::ScheduleSpec& spec) {
-  return info.placement == schedules::Placement::kLoop ? spec.pp * spec.vp : 2 * spec.pp;
+std::int32_t num_stages(const pipeline::ScheduleInfo& info, const pipeline::ScheduleSpec& spec) {
+  return info.placement == pipeline::Placement::kLoop ? spec.pp * spec.vp : 2 * spec.pp;
 }
 
-schedules::LoweringOptions lowering_options(const ScheduleOptions& o) {
-  schedules::LoweringOptions out;
-  out.p2p = !o.with_comms        ? schedules::P2PMode::kNone
-            : o.p2p == "batched" ? schedules::P2PMode::kBatched
-                                 : schedules::P2PMode::kAsync;
+lowering::LoweringOptions lowering_options(const ScheduleOptions& o) {
+  lowering::LoweringOptions out;
+  out.p2p = !o.with_comms        ? lowering::P2PMode::kNone
+            : o.p2p == "batched" ? lowering::P2PMode::kBatched
+                                 : lowering::P2PMode::kAsync;
   out.encoder_decoder_split = o.encoder_decoder_split;
   out.layers = {.layers = o.layers,
                 .per_stage = o.layers_per_stage,
@@ -66,40 +66,40 @@ schedules::LoweringOptions lowering_options(const ScheduleOptions& o) {
   return out;
 }
 
-std::string render(const ScheduleOptions& o, const schedules::Order& order,
-                   const schedules::LoweringOptions& lowering) {
+std::string render(const ScheduleOptions& o, const pipeline::Order& order,
+                   const lowering::LoweringOptions& lowering) {
   if (o.format == "grid") return render_grid(order);
-  if (o.format == "json") return ir::to_json(schedules::lower(order, lowering));
-  schedules::Order rows = order;
-  if (lowering.p2p == schedules::P2PMode::kAsync) rows = schedules::add_p2p_async(order);
-  if (lowering.p2p == schedules::P2PMode::kBatched) rows = schedules::add_p2p_batched(order);
+  if (o.format == "json") return ir::to_json(lowering::lower(order, lowering));
+  pipeline::Order rows = order;
+  if (lowering.p2p == lowering::P2PMode::kAsync) rows = lowering::add_p2p_async(order);
+  if (lowering.p2p == lowering::P2PMode::kBatched) rows = lowering::add_p2p_batched(order);
   return o.format == "csv" ? ir::format_csv(rows) : ir::format_rows(rows);
 }
 
 /// A user's order file: the text form, or PyTorch's CSV when the name ends in .csv.
-schedules::UserOrder read_user_order(const std::string& path) {
+pipeline::UserOrder read_user_order(const std::string& path) {
   const std::string text = read_file(path);
   const bool csv = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
-  return schedules::user_order(csv ? ir::parse_csv(text, path) : ir::parse_rows(text, path));
+  return pipeline::user_order(csv ? ir::parse_csv(text, path) : ir::parse_rows(text, path));
 }
 
 /// The order asked for, checked; `stages` is set to its number of global stages.
-schedules::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
+pipeline::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
   if (!o.order_file.empty()) {
-    schedules::UserOrder user = read_user_order(o.order_file);
-    stages = user.placement == schedules::Placement::kLoop ? user.spec.pp * user.spec.vp
-                                                           : 2 * user.spec.pp;
+    pipeline::UserOrder user = read_user_order(o.order_file);
+    stages = user.placement == pipeline::Placement::kLoop ? user.spec.pp * user.spec.vp
+                                                          : 2 * user.spec.pp;
     return std::move(user.order);
   }
   if (o.spec.pp < 1 || o.spec.microbatches < 1) {
     throw InvalidConfig("schedule: --pp and --microbatches are required (or --order FILE)");
   }
-  const schedules::ScheduleInfo& info = schedules::find_schedule(o.spec.name);
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(o.spec.name);
   o.spec.vp = o.vp.value_or(info.fixed_vp != 0 ? info.fixed_vp : 1);
   if (!o.scenario_file.empty()) o.spec.times = read_scenario_costs(o.scenario_file);
-  schedules::Order order = schedules::generate_order(o.spec);
+  pipeline::Order order = pipeline::generate_order(o.spec);
   // A generator bug must never reach the user as a plausible-looking schedule.
-  schedules::validate_order(order, o.spec, info.placement);
+  pipeline::validate_order(order, o.spec, info.placement);
   stages = num_stages(info, o.spec);
   return order;
 }
@@ -128,7 +128,7 @@ void run_with_sync(const ScheduleOptions& o) {
   plan::Scenario s;
   s.model = load_model(*o.model);
   s.hardware = load_hardware(o.hardware);
-  const schedules::ScheduleInfo& info = schedules::find_schedule(o.spec.name);
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(o.spec.name);
   s.parallel = {.tp = o.tp,
                 .pp = o.spec.pp,
                 .dp = o.dp,
@@ -136,11 +136,10 @@ void run_with_sync(const ScheduleOptions& o) {
                 .sequence_parallel = o.sp,
                 .num_microbatches = o.spec.microbatches,
                 .seq_len = s.model->seq_len};
-  s.schedule = {
-      .name = o.spec.name,
-      .group_size = o.spec.group_size,
-      .p2p = o.p2p == "batched" ? schedules::P2PMode::kBatched : schedules::P2PMode::kAsync,
-      .memory_limit = o.spec.memory_limit};
+  s.schedule = {.name = o.spec.name,
+                .group_size = o.spec.group_size,
+                .p2p = o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync,
+                .memory_limit = o.spec.memory_limit};
   s.sync = apply_sync_flags(o.sync, {});
   const plan::Step step = plan::build_step(s);
   write_file_atomically(
@@ -150,20 +149,20 @@ void run_with_sync(const ScheduleOptions& o) {
 void run_schedule(ScheduleOptions o) {
   if (o.sync.policy) return run_with_sync(o);
   std::int32_t stages = 0;
-  const schedules::Order order = make_order(o, stages);
+  const pipeline::Order order = make_order(o, stages);
   if (o.encoder_decoder_split && o.format != "json") {
     throw InvalidConfig(
         "--encoder-decoder-split changes the lowered graph only; expected "
         "--format json (the text forms have no way to show the second tensor)");
   }
-  const schedules::LoweringOptions lowering = lowering_options(o);
-  if (lowering.layers.any()) (void)schedules::assign_layers(lowering.layers, stages);
+  const lowering::LoweringOptions lowering = lowering_options(o);
+  if (lowering.layers.any()) (void)lowering::assign_layers(lowering.layers, stages);
   write_file_atomically(o.output, render(o, order, lowering));
 }
 
 std::string schedule_list() {
   std::string out = "\nSchedules:\n";
-  for (const auto& s : schedules::all_schedules()) {
+  for (const auto& s : pipeline::all_schedules()) {
     out += fmt::format("  {:<24}{}\n", s.name, s.description);
   }
   return out;

@@ -6,19 +6,19 @@
 #include <cmath>
 #include <vector>
 
-#include "metron/schedules/order_checks.h"
+#include "metron/pipeline/order_checks.h"
 
 namespace metron::cli {
 namespace {
 
 // PyTorch's _schedule_visualizer widths, so our grid and its pictures line up.
-constexpr schedules::ActionTimes kVisualTimes{
+constexpr pipeline::ActionTimes kVisualTimes{
     .forward = 1, .backward_input = 1, .backward_weight = 1, .backward = 2, .overlap = 3};
 
 }  // namespace
 
-std::string render_grid(const schedules::Order& order) {
-  const schedules::Timeline t = schedules::time_order(order, kVisualTimes);
+std::string render_grid(const pipeline::Order& order) {
+  const pipeline::Timeline t = pipeline::time_order(order, kVisualTimes);
   const auto steps = static_cast<std::size_t>(std::lround(t.makespan));
   const std::size_t ranks = order.rows.size();
   std::vector<std::vector<std::string>> cells(steps, std::vector<std::string>(ranks, "."));

@@ -3,13 +3,13 @@
 
 #include <string>
 
-#include "metron/schedules/schedule_spec.h"
+#include "metron/pipeline/schedule_spec.h"
 
 namespace metron::cli {
 
 /// Times the order with PyTorch's visualiser widths (F = I = W = 1, B = 2, OVERLAP_F_B = 3, no
 /// p2p time) and draws one line per time step, one column per rank: an action's token on the
 /// step it starts, `|` while it continues, `.` when the rank is idle.
-std::string render_grid(const schedules::Order& order);
+std::string render_grid(const pipeline::Order& order);
 
 }  // namespace metron::cli

@@ -7,9 +7,9 @@
 
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#include "metron/pipeline/registry.h"
 #include "metron/plan/evaluation.h"
 #include "metron/plan/scenario.h"
-#include "metron/schedules/registry.h"
 #include "metron/sim/trace_export.h"
 #include "metron/traces/chrome_trace_writer.h"
 #include "spec_loading.h"
@@ -77,14 +77,13 @@ plan::Scenario scenario_of(const SimulateOptions& o) {
     s.schedule.name = *o.schedule;
     s.schedule.p2p.reset();  // the new schedule's default unless --p2p says
     // A schedule with a fixed chunk count takes it unless --vp says otherwise.
-    const std::int32_t fixed_vp = schedules::find_schedule(*o.schedule).fixed_vp;
+    const std::int32_t fixed_vp = pipeline::find_schedule(*o.schedule).fixed_vp;
     if (!o.vp && fixed_vp != 0) p.vp = fixed_vp;
   }
   if (o.group_size) s.schedule.group_size = *o.group_size;
   if (o.memory_limit) s.schedule.memory_limit = *o.memory_limit;
   if (o.p2p) {
-    s.schedule.p2p =
-        *o.p2p == "batched" ? schedules::P2PMode::kBatched : schedules::P2PMode::kAsync;
+    s.schedule.p2p = *o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync;
   }
   s.sync = apply_sync_flags(o.sync, s.sync);
   return s;

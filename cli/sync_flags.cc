@@ -30,16 +30,16 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
   CLI::Option_group& g = *cmd.add_option_group(
       "Data-parallel sync", "the gradient/parameter synchronisation policy and its knobs");
   g.add_option("--sync", f.policy,
-               "policy: " + std::string(schedules::sync_policy_names()) +
+               "policy: " + std::string(sync::sync_policy_names()) +
                    " (SYNC_POLICIES.md); a new policy starts from its own defaults")
-      ->check(names(schedules::parse_sync_policy, std::string(schedules::sync_policy_names())));
+      ->check(names(sync::parse_sync_policy, std::string(sync::sync_policy_names())));
   g.add_option("--bucket-size", f.bucket_size,
                "ddp: bucket_cap in bytes (default 25 MiB); megatron: elements "
                "(max(40M, 1M·dp)); zero: reduce_bucket_size (5e8); fairscale: "
                "reduce_buffer_size (2^23)");
   g.add_option("--first-bucket-bytes", f.first_bucket_bytes, "ddp: first bucket (1 MiB)");
   g.add_option("--comm-hook", f.comm_hook, "ddp: none, fp16-compress or bf16-compress")
-      ->check(names(schedules::parse_comm_hook, "none|fp16-compress|bf16-compress"));
+      ->check(names(sync::parse_comm_hook, "none|fp16-compress|bf16-compress"));
   add_switch(g, "overlap-grad-reduce", f.overlap_grad_reduce,
              "megatron: overlap_grad_reduce; zero: overlap_comm (default on for zero3 only)");
   add_switch(g, "overlap-param-gather", f.overlap_param_gather,
@@ -58,9 +58,9 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
              "megatron, interleaved: gradient sync by hooks instead of grad_sync_func");
   g.add_option("--fsdp-sharding", f.fsdp_sharding,
                "fsdp1: full-shard (default), shard-grad-op or hybrid-shard")
-      ->check(names(schedules::parse_fsdp_sharding, "full-shard|shard-grad-op|hybrid-shard"));
+      ->check(names(sync::parse_fsdp_sharding, "full-shard|shard-grad-op|hybrid-shard"));
   g.add_option("--backward-prefetch", f.backward_prefetch, "fsdp1: none, pre (default) or post")
-      ->check(names(schedules::parse_backward_prefetch, "none|pre|post"));
+      ->check(names(sync::parse_backward_prefetch, "none|pre|post"));
   g.add_flag("--no-limit-all-gathers", f.no_limit_all_gathers, "fsdp1: no rate limiter");
   g.add_flag("--no-reshard-after-forward", f.no_reshard_after_forward,
              "fsdp2: keep gathered parameters from forward to backward");
@@ -79,14 +79,14 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
              "simulate the first (warm-up) iteration instead of the steady state");
 }
 
-schedules::SyncOptions apply_sync_flags(const SyncFlags& f, schedules::SyncOptions o) {
+sync::SyncOptions apply_sync_flags(const SyncFlags& f, sync::SyncOptions o) {
   if (f.policy) {
-    const schedules::SyncPolicy policy = *schedules::parse_sync_policy(*f.policy);
-    if (policy != o.policy) o = schedules::SyncOptions{.policy = policy};
+    const sync::SyncPolicy policy = *sync::parse_sync_policy(*f.policy);
+    if (policy != o.policy) o = sync::SyncOptions{.policy = policy};
   }
   if (f.bucket_size) o.bucket_size = *f.bucket_size;
   if (f.first_bucket_bytes) o.first_bucket_bytes = *f.first_bucket_bytes;
-  if (f.comm_hook) o.comm_hook = *schedules::parse_comm_hook(*f.comm_hook);
+  if (f.comm_hook) o.comm_hook = *sync::parse_comm_hook(*f.comm_hook);
   if (f.overlap_grad_reduce) o.overlap_grad_reduce = *f.overlap_grad_reduce;
   if (f.overlap_param_gather) o.overlap_param_gather = *f.overlap_param_gather;
   if (f.align_param_gather) o.align_param_gather = *f.align_param_gather;
@@ -94,9 +94,9 @@ schedules::SyncOptions apply_sync_flags(const SyncFlags& f, schedules::SyncOptio
   if (f.instances) o.distributed_optimizer_instances = *f.instances;
   if (f.grad_reduce_in_fp32) o.grad_reduce_in_fp32 = *f.grad_reduce_in_fp32;
   if (f.no_align_grad_reduce) o.align_grad_reduce = false;
-  if (f.fsdp_sharding) o.fsdp_sharding = *schedules::parse_fsdp_sharding(*f.fsdp_sharding);
+  if (f.fsdp_sharding) o.fsdp_sharding = *sync::parse_fsdp_sharding(*f.fsdp_sharding);
   if (f.backward_prefetch)
-    o.backward_prefetch = *schedules::parse_backward_prefetch(*f.backward_prefetch);
+    o.backward_prefetch = *sync::parse_backward_prefetch(*f.backward_prefetch);
   if (f.no_limit_all_gathers) o.limit_all_gathers = false;
   if (f.no_reshard_after_forward) o.reshard_after_forward = false;
   if (f.hsdp_shard_size) o.hsdp_shard_size = *f.hsdp_shard_size;
@@ -106,7 +106,7 @@ schedules::SyncOptions apply_sync_flags(const SyncFlags& f, schedules::SyncOptio
   if (f.zero_max_live_parameters) o.zero_max_live_parameters = *f.zero_max_live_parameters;
   if (f.zero_max_reuse_distance) o.zero_max_reuse_distance = *f.zero_max_reuse_distance;
   if (f.broadcast_fp16) o.broadcast_fp16 = true;
-  if (f.warmup) o.iteration = schedules::Iteration::kWarmup;
+  if (f.warmup) o.iteration = sync::Iteration::kWarmup;
   return o;
 }
 

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "metron/schedules/sync_policy.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::cli {
 
@@ -39,6 +39,6 @@ struct SyncFlags {
 void add_sync_flags(CLI::App& cmd, SyncFlags& flags);
 
 /// `options` with the flags applied.
-schedules::SyncOptions apply_sync_flags(const SyncFlags& flags, schedules::SyncOptions options);
+sync::SyncOptions apply_sync_flags(const SyncFlags& flags, sync::SyncOptions options);
 
 }  // namespace metron::cli

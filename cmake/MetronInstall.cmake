@@ -18,12 +18,15 @@ set(_metron_install_targets
   metron_ir
   metron_traces
   metron_models
-  metron_schedules
+  metron_pipeline
+  metron_lowering
+  metron_sync
   metron_sim
   metron_exec
   metron_plan)
 # Module folders whose include/ holds public headers (installed when the folder exists).
-set(_metron_header_dirs base schedules/ir traces models schedules sim exec plan)
+set(_metron_header_dirs base schedules/ir schedules/pipeline schedules/lowering schedules/sync traces
+  models sim exec plan)
 if(TARGET metron_exec_cuda)
   list(APPEND _metron_install_targets metron_exec_cuda)
   list(APPEND _metron_header_dirs exec/cuda)

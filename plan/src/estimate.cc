@@ -11,9 +11,9 @@
 #include "metron/models/layer_shape.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/stage_cost_model.h"
+#include "metron/pipeline/placement.h"
+#include "metron/pipeline/registry.h"
 #include "metron/plan/scenario.h"
-#include "metron/schedules/placement.h"
-#include "metron/schedules/registry.h"
 #include "stash_peak.h"
 
 namespace metron::plan {
@@ -54,9 +54,9 @@ double blocking_seconds(const std::vector<models::LayerComm>& list,
 }
 
 /// The schedule's chunks as the models see them (DualPipe's directions are copies of pp stages).
-models::ParallelSpec model_parallel(const Candidate& c, const schedules::ScheduleInfo& info) {
+models::ParallelSpec model_parallel(const Candidate& c, const pipeline::ScheduleInfo& info) {
   models::ParallelSpec mp = c.parallel;
-  if (info.placement == schedules::Placement::kBidirectional) mp.vp = 1;
+  if (info.placement == pipeline::Placement::kBidirectional) mp.vp = 1;
   return mp;
 }
 
@@ -65,12 +65,12 @@ models::ParallelSpec model_parallel(const Candidate& c, const schedules::Schedul
 bool splits_backward(std::string_view schedule) {
   static const std::vector<std::string_view> kSplitting = [] {
     std::vector<std::string_view> out;
-    for (const schedules::ScheduleInfo& info : schedules::all_schedules()) {
+    for (const pipeline::ScheduleInfo& info : pipeline::all_schedules()) {
       const bool many =
           info.name.find("interleaved") != std::string_view::npos || info.name == "looped-bfs";
       const std::int32_t vp = info.fixed_vp != 0 ? info.fixed_vp : (many ? 2 : 1);
       try {
-        const schedules::Order order = schedules::generate_order(
+        const pipeline::Order order = pipeline::generate_order(
             {.name = std::string(info.name), .pp = 4, .vp = vp, .microbatches = 8});
         for (const auto& row : order.rows) {
           for (const auto& a : row) {
@@ -103,7 +103,7 @@ Estimator::Estimator(const PlanRequest& request)
 Estimator::~Estimator() = default;
 
 std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidate& c) const {
-  const schedules::ScheduleInfo& info = schedules::find_schedule(c.schedule);
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(c.schedule);
   const models::ParallelSpec mp = model_parallel(c, info);
   const auto key =
       std::make_tuple(mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size,
@@ -143,14 +143,14 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
 }
 
 std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidate& c) const {
-  const models::ParallelSpec mp = model_parallel(c, schedules::find_schedule(c.schedule));
+  const models::ParallelSpec mp = model_parallel(c, pipeline::find_schedule(c.schedule));
   const auto key =
       std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = rank_states_.find(key); it != rank_states_.end()) return it->second;
   }
-  const models::StatePolicy policy = *models::parse_state_policy(schedules::to_string(c.policy));
+  const models::StatePolicy policy = *models::parse_state_policy(sync::to_string(c.policy));
   auto out = std::make_shared<RankState>();
   for (std::int64_t r = 0; r < mp.pp; ++r) {
     out->state_bytes.push_back(models::state_memory(request_.model, mp, policy, r).total());
@@ -161,34 +161,33 @@ std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidat
   return rank_states_.emplace(key, std::move(out)).first->second;
 }
 
-std::shared_ptr<const schedules::Order> Estimator::order(
-    const schedules::ScheduleSpec& spec) const {
+std::shared_ptr<const pipeline::Order> Estimator::order(const pipeline::ScheduleSpec& spec) const {
   const auto key =
       std::make_tuple(spec.name, spec.pp, spec.vp, spec.microbatches, spec.group_size.value_or(0));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = orders_.find(key); it != orders_.end()) return it->second;
   }
-  auto generated = std::make_shared<const schedules::Order>(schedules::generate_order(spec));
+  auto generated = std::make_shared<const pipeline::Order>(pipeline::generate_order(spec));
   const std::lock_guard lock(mutex_);
   return orders_.emplace(key, std::move(generated)).first->second;
 }
 
 Estimate Estimator::estimate(const Candidate& c) const {
-  const schedules::ScheduleInfo& info = schedules::find_schedule(c.schedule);
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(c.schedule);
   const std::shared_ptr<const StageProfile> prof = profile(c);
   const auto p = static_cast<std::int32_t>(c.parallel.pp);
   const auto v = static_cast<std::int32_t>(c.parallel.vp);
   const auto m = static_cast<std::int32_t>(*c.parallel.microbatches());
-  const bool bidirectional = info.placement == schedules::Placement::kBidirectional;
+  const bool bidirectional = info.placement == pipeline::Placement::kBidirectional;
   const std::int32_t stages = p * v;
   const std::int32_t model_stages = static_cast<std::int32_t>(prof->forward.size());
-  const std::vector<std::int32_t> rank_of = schedules::stage_ranks(info.placement, p, stages);
-  const schedules::ScheduleSpec spec{.name = std::string(c.schedule),
-                                     .pp = p,
-                                     .vp = v,
-                                     .microbatches = m,
-                                     .group_size = c.group_size};
+  const std::vector<std::int32_t> rank_of = pipeline::stage_ranks(info.placement, p, stages);
+  const pipeline::ScheduleSpec spec{.name = std::string(c.schedule),
+                                    .pp = p,
+                                    .vp = v,
+                                    .microbatches = m,
+                                    .group_size = c.group_size};
 
   // Memory.
   Estimate e;
@@ -230,7 +229,7 @@ Estimate Estimator::estimate(const Candidate& c) const {
   // (all but possibly the rank's last). Interleaved 1F1B (Note [batched interleaved
   // exchanges]): the w warm-up forwards and every backward but those of stage 0; a steady
   // forward's output waits for the call after the next backward, so it adds nothing.
-  if (p2p_mode(ScheduleChoice{.name = spec.name}) == schedules::P2PMode::kBatched && p > 1) {
+  if (p2p_mode(ScheduleChoice{.name = spec.name}) == lowering::P2PMode::kBatched && p > 1) {
     for (std::int32_t r = 0; r < p; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       double blocking = 0;

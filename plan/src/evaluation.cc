@@ -133,8 +133,8 @@ std::string summary_text(const Evaluation& e) {
       s.model ? s.model->name : std::string("explicit stage costs"), s.gpus.value_or(p.gpus()),
       s.hardware.name, p.tp, p.pp, p.dp, p.vp, p.cp, p.microbatch_size,
       p.microbatches().value_or(0), s.schedule.name,
-      p2p_mode(s.schedule) == schedules::P2PMode::kBatched ? "batched" : "async",
-      schedules::to_string(s.sync.policy));
+      p2p_mode(s.schedule) == lowering::P2PMode::kBatched ? "batched" : "async",
+      sync::to_string(s.sync.policy));
   out += fmt::format("  iteration time        {:.3f} ms\n", e.iteration_time_s * 1e3);
   if (s.model) {
     out += fmt::format("  throughput            {:.0f} tokens/s, {:.1f} TFLOP/s per GPU\n",

@@ -84,7 +84,7 @@ const std::array<Field, 24> kFields{{
      }},
     {"policy",
      [](const PlannedConfig& c, std::int64_t) -> Value {
-       return std::string(schedules::to_string(c.candidate.policy));
+       return std::string(sync::to_string(c.candidate.policy));
      }},
     {"bucket_size",
      [](const PlannedConfig& c, std::int64_t) -> Value {

@@ -5,8 +5,8 @@
 #include <fmt/format.h>
 
 #include "metron/base/error.h"
+#include "metron/pipeline/registry.h"
 #include "metron/plan/scenario.h"
-#include "metron/schedules/registry.h"
 
 namespace metron::plan {
 
@@ -21,9 +21,9 @@ PlanRequest default_plan_request() {
   return r;
 }
 
-schedules::SyncOptions planner_sync_options(schedules::SyncPolicy policy) {
-  using schedules::SyncPolicy;
-  schedules::SyncOptions o{.policy = policy};
+sync::SyncOptions planner_sync_options(sync::SyncPolicy policy) {
+  using sync::SyncPolicy;
+  sync::SyncOptions o{.policy = policy};
   switch (policy) {
     case SyncPolicy::kMegatronDistopt:
       o.overlap_param_gather = true;
@@ -87,7 +87,7 @@ void validate(const PlanRequest& r) {
         "{}, {}, {}, {}",
         s.max_tp, s.max_pp, s.max_vp, s.max_microbatch_size));
   }
-  for (const std::string& name : s.schedules) (void)schedules::find_schedule(name);
+  for (const std::string& name : s.schedules) (void)pipeline::find_schedule(name);
 }
 
 }  // namespace metron::plan

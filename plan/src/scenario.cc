@@ -12,7 +12,7 @@
 #include "metron/base/json_parse.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
-#include "metron/schedules/registry.h"
+#include "metron/pipeline/registry.h"
 #include "sync_json.h"
 
 namespace metron::plan {
@@ -35,9 +35,9 @@ auto read_nested(const Json& value, const std::string& source, const std::string
   return out;
 }
 
-schedules::P2PMode read_p2p(const Json& v, const std::string& path) {
-  if (v == "batched") return schedules::P2PMode::kBatched;
-  if (v == "async") return schedules::P2PMode::kAsync;
+lowering::P2PMode read_p2p(const Json& v, const std::string& path) {
+  if (v == "batched") return lowering::P2PMode::kBatched;
+  if (v == "async") return lowering::P2PMode::kAsync;
   fail(path, "expected \"batched\" or \"async\", got " + brief(v));
 }
 
@@ -122,11 +122,11 @@ bool is_hardware_preset(const models::HardwareSpec& h) {
 
 }  // namespace
 
-schedules::P2PMode p2p_mode(const ScheduleChoice& schedule) {
+lowering::P2PMode p2p_mode(const ScheduleChoice& schedule) {
   if (schedule.p2p) return *schedule.p2p;
   const bool megatron = schedule.name == "1f1b" || schedule.name == "interleaved-1f1b" ||
                         schedule.name == "interleaved-1f1b-legacy";
-  return megatron ? schedules::P2PMode::kBatched : schedules::P2PMode::kAsync;
+  return megatron ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync;
 }
 
 Scenario default_scenario() {
@@ -144,7 +144,7 @@ Scenario default_scenario() {
                 .seq_len = 2048};
   s.schedule = {.name = "interleaved-1f1b"};
   // Megatron's GPT-3 recipes overlap both directions of the distributed optimizer's traffic.
-  s.sync = {.policy = schedules::SyncPolicy::kMegatronDistopt,
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDistopt,
             .overlap_grad_reduce = true,
             .overlap_param_gather = true};
   return s;
@@ -171,9 +171,9 @@ std::string to_json(const Scenario& s) {
   out["parallel"] = Json::parse(models::to_json(s.parallel));
   Json schedule = {{"name", s.schedule.name}};
   schedule["group_size"] = s.schedule.group_size ? Json(*s.schedule.group_size) : Json(nullptr);
-  schedule["p2p"] =
-      s.schedule.p2p ? Json(*s.schedule.p2p == schedules::P2PMode::kBatched ? "batched" : "async")
-                     : Json(nullptr);
+  schedule["p2p"] = s.schedule.p2p
+                        ? Json(*s.schedule.p2p == lowering::P2PMode::kBatched ? "batched" : "async")
+                        : Json(nullptr);
   schedule["memory_limit"] =
       s.schedule.memory_limit ? Json(*s.schedule.memory_limit) : Json(nullptr);
   out["schedule"] = schedule;
@@ -184,11 +184,11 @@ std::string to_json(const Scenario& s) {
 
 models::StatePolicy state_policy(const Scenario& s) {
   const std::optional<models::StatePolicy> policy =
-      models::parse_state_policy(schedules::to_string(s.sync.policy));
+      models::parse_state_policy(sync::to_string(s.sync.policy));
   if (!policy) {
-    throw InternalError(__FILE__, __LINE__,
-                        "sync policy " + std::string(schedules::to_string(s.sync.policy)) +
-                            " has no memory layout");
+    throw InternalError(
+        __FILE__, __LINE__,
+        "sync policy " + std::string(sync::to_string(s.sync.policy)) + " has no memory layout");
   }
   return *policy;
 }
@@ -203,10 +203,10 @@ void validate(const Scenario& s) {
     throw InvalidConfig(
         "scenario: with explicit costs and no model, parallel.num_microbatches is required");
   }
-  if (s.schedule.p2p == schedules::P2PMode::kNone) {
+  if (s.schedule.p2p == lowering::P2PMode::kNone) {
     throw InvalidConfig("scenario: schedule.p2p must be \"batched\" or \"async\"");
   }
-  (void)schedules::find_schedule(s.schedule.name);
+  (void)pipeline::find_schedule(s.schedule.name);
 }
 
 }  // namespace metron::plan

@@ -10,13 +10,13 @@
 #include <tuple>
 
 #include "metron/base/error.h"
-#include "metron/schedules/registry.h"
+#include "metron/pipeline/registry.h"
 
 namespace metron::plan {
 namespace {
 
-using schedules::Placement;
-using schedules::ScheduleInfo;
+using pipeline::Placement;
+using pipeline::ScheduleInfo;
 
 constexpr std::array<std::string_view, kDropReasons> kReasonNames = {
     "tensor-parallel", "layers",   "sequence", "experts", "gpus",
@@ -73,11 +73,11 @@ class Enumerator {
     if (!r.space.schedules.empty()) {
       schedules_.clear();
       for (const std::string& name : r.space.schedules) {
-        schedules_.push_back(schedules::find_schedule(name).name);
+        schedules_.push_back(pipeline::find_schedule(name).name);
       }
     }
     policies_ = r.space.policies;
-    if (policies_.empty()) policies_ = {schedules::SyncPolicy::kMegatronDistopt};
+    if (policies_.empty()) policies_ = {sync::SyncPolicy::kMegatronDistopt};
     buckets_.assign(r.space.bucket_sizes.begin(), r.space.bucket_sizes.end());
     if (buckets_.empty()) buckets_.emplace_back(std::nullopt);
   }
@@ -171,7 +171,7 @@ class Enumerator {
         continue;
       }
       for (std::string_view name : schedules_)
-        over_schedule(tp, cp, pp, schedules::find_schedule(name));
+        over_schedule(tp, cp, pp, pipeline::find_schedule(name));
     }
   }
 
@@ -293,9 +293,9 @@ class Enumerator {
         drop_complete(DropReason::kSchedule, family, *why, per_group);
         continue;
       }
-      for (schedules::SyncPolicy policy : policies_) {
+      for (sync::SyncPolicy policy : policies_) {
         c.policy = policy;
-        if (policy == schedules::SyncPolicy::kZero3 && c.parallel.ep > 1) {
+        if (policy == sync::SyncPolicy::kZero3 && c.parallel.ep > 1) {
           drop_complete(DropReason::kPolicy, family, "zero3 does not shard expert tensors",
                         static_cast<std::int64_t>(buckets_.size()));
           continue;
@@ -316,11 +316,11 @@ class Enumerator {
     if (it != schedule_checks_.end()) return it->second;
     std::optional<std::string> problem;
     try {
-      schedules::check_spec({.name = std::string(c.schedule),
-                             .pp = static_cast<std::int32_t>(c.parallel.pp),
-                             .vp = static_cast<std::int32_t>(c.parallel.vp),
-                             .microbatches = static_cast<std::int32_t>(m),
-                             .group_size = c.group_size});
+      pipeline::check_spec({.name = std::string(c.schedule),
+                            .pp = static_cast<std::int32_t>(c.parallel.pp),
+                            .vp = static_cast<std::int32_t>(c.parallel.vp),
+                            .microbatches = static_cast<std::int32_t>(m),
+                            .group_size = c.group_size});
     } catch (const InvalidConfig& e) {
       problem = e.what();
     }
@@ -332,7 +332,7 @@ class Enumerator {
   const models::ModelSpec& m_;
   std::int64_t seq_ = 0;
   std::vector<std::string_view> schedules_;
-  std::vector<schedules::SyncPolicy> policies_;
+  std::vector<sync::SyncPolicy> policies_;
   std::vector<std::optional<std::int64_t>> buckets_;
   SearchSpace out_;
   std::map<std::pair<DropReason, std::string>, std::size_t> counted_;
@@ -362,7 +362,7 @@ std::string describe(const Candidate& c) {
   if (p.sp()) out += " sp";
   out += fmt::format(" {}", c.schedule);
   if (c.group_size) out += fmt::format(" N={}", *c.group_size);
-  out += fmt::format(" {}", schedules::to_string(c.policy));
+  out += fmt::format(" {}", sync::to_string(c.policy));
   if (c.bucket_size) out += fmt::format(" bucket={}", *c.bucket_size);
   if (p.recompute != models::Recompute::kNone) {
     out += fmt::format(" recompute={}", models::to_string(p.recompute));

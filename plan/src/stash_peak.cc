@@ -4,11 +4,11 @@
 
 #include <algorithm>
 
-#include "metron/schedules/placement.h"
+#include "metron/pipeline/placement.h"
 
 namespace metron::plan::detail {
 
-std::optional<std::vector<double>> closed_form_stash_peak(const schedules::ScheduleSpec& spec,
+std::optional<std::vector<double>> closed_form_stash_peak(const pipeline::ScheduleSpec& spec,
                                                           const StashBytes& bytes) {
   const std::int32_t p = spec.pp;
   const std::int32_t m = spec.microbatches;
@@ -95,7 +95,7 @@ struct Walker {
 
 }  // namespace
 
-std::vector<double> walked_stash_peak(const schedules::Order& order, schedules::Placement placement,
+std::vector<double> walked_stash_peak(const pipeline::Order& order, pipeline::Placement placement,
                                       std::int32_t pp, const StashBytes& bytes) {
   std::int32_t stages = 0;
   for (const auto& row : order.rows) {
@@ -106,7 +106,7 @@ std::vector<double> walked_stash_peak(const schedules::Order& order, schedules::
       }
     }
   }
-  const std::vector<std::int32_t> stage_rank = schedules::stage_ranks(placement, pp, stages);
+  const std::vector<std::int32_t> stage_rank = pipeline::stage_ranks(placement, pp, stages);
   std::vector<double> out;
   for (std::size_t r = 0; r < order.rows.size(); ++r) {
     Walker w{stage_rank, bytes};

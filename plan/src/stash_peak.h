@@ -7,8 +7,8 @@
 #include <optional>
 #include <vector>
 
-#include "metron/schedules/registry.h"
-#include "metron/schedules/schedule_spec.h"
+#include "metron/pipeline/registry.h"
+#include "metron/pipeline/schedule_spec.h"
 
 namespace metron::plan::detail {
 
@@ -21,11 +21,11 @@ struct StashBytes {
 };
 
 /// 1F1B and interleaved 1F1B in closed form; nullopt for the other schedules.
-std::optional<std::vector<double>> closed_form_stash_peak(const schedules::ScheduleSpec& spec,
+std::optional<std::vector<double>> closed_form_stash_peak(const pipeline::ScheduleSpec& spec,
                                                           const StashBytes& bytes);
 
 /// Walks `order` rank by rank with the memory effects of schedules' memory_effects.cc.
-std::vector<double> walked_stash_peak(const schedules::Order& order, schedules::Placement placement,
+std::vector<double> walked_stash_peak(const pipeline::Order& order, pipeline::Placement placement,
                                       std::int32_t pp, const StashBytes& bytes);
 
 }  // namespace metron::plan::detail

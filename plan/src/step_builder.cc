@@ -8,6 +8,9 @@
 
 #include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
+#include "metron/lowering/comm_groups.h"
+#include "metron/lowering/data_parallel.h"
+#include "metron/lowering/intra_layer.h"
 #include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/group_placement.h"
@@ -15,12 +18,9 @@
 #include "metron/models/memory_model.h"
 #include "metron/models/parameter_tensors.h"
 #include "metron/models/stage_cost_model.h"
-#include "metron/schedules/comm_groups.h"
-#include "metron/schedules/data_parallel.h"
-#include "metron/schedules/intra_layer.h"
-#include "metron/schedules/placement.h"
-#include "metron/schedules/registry.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/pipeline/placement.h"
+#include "metron/pipeline/registry.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::plan {
 namespace {
@@ -28,13 +28,13 @@ namespace {
 /// The schedule's chunks per rank, and the parallel spec the cost and memory models see (whose
 /// vp counts model stages: DualPipe's two directions are copies of the same pp stages).
 struct Layout {
-  schedules::ScheduleSpec spec;
+  pipeline::ScheduleSpec spec;
   models::ParallelSpec model_parallel;
   std::int64_t model_stages = 1;
 };
 
 Layout layout_of(const Scenario& s) {
-  const schedules::ScheduleInfo& info = schedules::find_schedule(s.schedule.name);
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(s.schedule.name);
   const models::ParallelSpec& p = s.parallel;
   std::int64_t vp = p.vp;
   if (info.fixed_vp != 0) {
@@ -59,7 +59,7 @@ Layout layout_of(const Scenario& s) {
   out.spec.group_size = s.schedule.group_size;
   out.spec.memory_limit = s.schedule.memory_limit;
   out.model_parallel = p;
-  out.model_parallel.vp = info.placement == schedules::Placement::kBidirectional ? 1 : vp;
+  out.model_parallel.vp = info.placement == pipeline::Placement::kBidirectional ? 1 : vp;
   out.model_stages = out.model_parallel.pp * out.model_parallel.vp;
   return out;
 }
@@ -100,18 +100,18 @@ ir::CollectiveOp ir_op(models::CommOp op) {
 }
 
 /// The model's per-layer collectives (models/intra_layer_comm.h) as the lowering pass takes them.
-schedules::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
-                                           const models::ParallelSpec& spec) {
+lowering::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
+                                          const models::ParallelSpec& spec) {
   const models::LayerCommPlan plan = models::layer_comm(model, spec);
   const ir::DType dtype =
       models::element_bytes(model.dtype) >= 4 ? ir::DType::kFp32 : ir::DType::kBf16;
   const auto convert = [&](const std::vector<models::LayerComm>& list) {
-    std::vector<schedules::LayerCollective> out;
+    std::vector<lowering::LayerCollective> out;
     for (const models::LayerComm& c : list) {
-      const schedules::GroupKind kind =
-          c.dim == models::LayerComm::Dim::kTensor    ? schedules::GroupKind::kTensor
-          : c.dim == models::LayerComm::Dim::kContext ? schedules::GroupKind::kContext
-                                                      : schedules::GroupKind::kExpert;
+      const lowering::GroupKind kind =
+          c.dim == models::LayerComm::Dim::kTensor    ? lowering::GroupKind::kTensor
+          : c.dim == models::LayerComm::Dim::kContext ? lowering::GroupKind::kContext
+                                                      : lowering::GroupKind::kExpert;
       out.push_back({.group = kind,
                      .op = ir_op(c.op),
                      .bytes = c.bytes,
@@ -132,14 +132,14 @@ schedules::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
 /// (models/parameter_tensors.h), from the stages the schedule places on it. Each stage holds
 /// `layers_per_stage` layers; the first stage adds the embeddings, the last the head (DualPipe's
 /// second direction repeats the stages without them: its extra copies are not counted).
-schedules::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
-                                const schedules::ScheduleSpec& spec, std::int64_t layers_per_stage,
-                                std::int64_t layers_total) {
-  const schedules::ScheduleInfo& info = schedules::find_schedule(spec.name);
+sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
+                           const pipeline::ScheduleSpec& spec, std::int64_t layers_per_stage,
+                           std::int64_t layers_total) {
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(spec.name);
   const std::int32_t stages = spec.pp * spec.vp;
-  const std::vector<std::int32_t> ranks = schedules::stage_ranks(info.placement, spec.pp, stages);
+  const std::vector<std::int32_t> ranks = pipeline::stage_ranks(info.placement, spec.pp, stages);
   const models::StateLayout layout = models::state_layout(state_policy(s), s.model->dtype);
-  schedules::SyncInput in{
+  sync::SyncInput in{
       .pipeline_ranks = spec.pp,
       .data_parallel = static_cast<std::int32_t>(mp.dp * mp.cp),
       .expert_data_parallel = static_cast<std::int32_t>(mp.dp * mp.cp / mp.ep),
@@ -151,7 +151,7 @@ schedules::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& m
     const std::int64_t first = stage * layers_per_stage;
     // DualPipe's second direction: the same model stages again, numbered past the model's end.
     const bool copy = first >= layers_total;
-    schedules::ChunkParams chunk{.stage = stage};
+    sync::ChunkParams chunk{.stage = stage};
     for (const models::ParameterTensor& t : models::parameter_tensors(
              *s.model, mp, first % layers_total, first % layers_total + layers_per_stage,
              !copy && stage == 0, !copy && first + layers_per_stage == layers_total)) {
@@ -170,9 +170,9 @@ schedules::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& m
 }
 
 /// The placement a group kind's collectives are charged for (comm_groups.h).
-models::GroupPlacement placement_of(schedules::GroupKind kind, const models::ParallelGroups& g,
+models::GroupPlacement placement_of(lowering::GroupKind kind, const models::ParallelGroups& g,
                                     const models::ParallelSpec& mp, const models::HardwareSpec& hw,
-                                    const schedules::SyncOptions& sync) {
+                                    const sync::SyncOptions& sync) {
   const std::int64_t dp = mp.dp * mp.cp;
   const std::int64_t intra =
       sync.hsdp_shard_size ? *sync.hsdp_shard_size : dp / sync.distributed_optimizer_instances;
@@ -180,23 +180,23 @@ models::GroupPlacement placement_of(schedules::GroupKind kind, const models::Par
   const std::int64_t expert_intra = std::max<std::int64_t>(1, expert_dp * intra / dp);
   const std::int64_t gpn = hw.gpus_per_node;
   switch (kind) {
-    case schedules::GroupKind::kTensor:
+    case lowering::GroupKind::kTensor:
       return g.tp;
-    case schedules::GroupKind::kContext:
+    case lowering::GroupKind::kContext:
       return g.cp;
-    case schedules::GroupKind::kExpert:
+    case lowering::GroupKind::kExpert:
       return g.ep;
-    case schedules::GroupKind::kData:
+    case lowering::GroupKind::kData:
       return g.dp;
-    case schedules::GroupKind::kExpertData:
+    case lowering::GroupKind::kExpertData:
       return g.expert_dp;
-    case schedules::GroupKind::kDataIntra:
+    case lowering::GroupKind::kDataIntra:
       return models::group_placement(intra, mp.tp, gpn);
-    case schedules::GroupKind::kDataInter:
+    case lowering::GroupKind::kDataInter:
       return models::group_placement(dp / intra, mp.tp * intra, gpn);
-    case schedules::GroupKind::kExpertIntra:
+    case lowering::GroupKind::kExpertIntra:
       return models::group_placement(expert_intra, mp.tp * mp.ep, gpn);
-    case schedules::GroupKind::kExpertInter:
+    case lowering::GroupKind::kExpertInter:
       return models::group_placement(expert_dp / expert_intra, mp.tp * mp.ep * expert_intra, gpn);
   }
   return g.dp;
@@ -263,7 +263,7 @@ Step build_step(const Scenario& s, Replication replication) {
                        .p2p = step.costs.p2p * 1e3};
 
   // The graph.
-  schedules::LoweringOptions lowering{
+  lowering::LoweringOptions lowering{
       .p2p = p2p_mode(s.schedule),
       .hardware_queues = static_cast<std::int32_t>(s.hardware.hardware_queues)};
   const std::int32_t stages = layout.spec.pp * layout.spec.vp;
@@ -285,13 +285,13 @@ Step build_step(const Scenario& s, Replication replication) {
   }
   // One validation for the whole step: lower, replicate and add communication on a builder.
   ir::GraphBuilder builder =
-      schedules::lower_unvalidated(schedules::generate_order(layout.spec), lowering);
+      lowering::lower_unvalidated(pipeline::generate_order(layout.spec), lowering);
   const std::int64_t dp_group = mp.dp * mp.cp;
   step.pipeline_ranks = layout.spec.pp;
   step.replicas = replication == Replication::kFull ? static_cast<std::int32_t>(mp.dp) : 1;
   if (step.replicas > 1) {
     builder = ir::GraphBuilder(
-        schedules::replicate_data_parallel(std::move(builder).build(), step.replicas));
+        lowering::replicate_data_parallel(std::move(builder).build(), step.replicas));
   }
   const models::ParallelGroups groups = models::parallel_groups(mp, s.hardware);
   if (s.model) {
@@ -299,10 +299,10 @@ Step build_step(const Scenario& s, Replication replication) {
     for (std::int64_t r = 0; r < mp.pp; ++r) {
       step.state_bytes.push_back(models::state_memory(*s.model, mp, policy, r).total());
     }
-    const schedules::IntraLayerComm intra = intra_layer_comm(*s.model, mp);
-    if (!intra.empty()) schedules::add_intra_layer_collectives(builder, intra);
+    const lowering::IntraLayerComm intra = intra_layer_comm(*s.model, mp);
+    if (!intra.empty()) lowering::add_intra_layer_collectives(builder, intra);
     if (dp_group > 1) {
-      schedules::add_sync_policy(
+      sync::add_sync_policy(
           builder, sync_input(s, mp, layout.spec, layers_per_stage, s.model->layers), s.sync);
     }
   }
@@ -325,8 +325,7 @@ Step build_step(const Scenario& s, Replication replication) {
   const auto placement_of_group = [&](ir::GroupId group) {
     std::optional<models::GroupPlacement>& p = placements[group.index()];
     if (!p) {
-      const std::optional<schedules::GroupKind> kind =
-          schedules::group_kind(graph.group(group).name);
+      const std::optional<lowering::GroupKind> kind = lowering::group_kind(graph.group(group).name);
       p = kind ? placement_of(*kind, groups, mp, s.hardware, s.sync) : groups.dp;
     }
     return *p;

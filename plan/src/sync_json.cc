@@ -10,7 +10,7 @@
 namespace metron::plan::detail {
 namespace {
 
-using schedules::SyncOptions;
+using sync::SyncOptions;
 
 /// An enum knob: its member, printer and parser, and the accepted names for messages.
 template <class Enum>
@@ -21,23 +21,21 @@ struct EnumField {
   std::string_view expected;
 };
 
-using Field =
-    std::variant<std::int64_t SyncOptions::*, std::optional<std::int64_t> SyncOptions::*,
-                 std::int32_t SyncOptions::*, std::optional<std::int32_t> SyncOptions::*,
-                 bool SyncOptions::*, std::optional<bool> SyncOptions::*,
-                 EnumField<schedules::Iteration>, EnumField<schedules::CommHook>,
-                 EnumField<schedules::FsdpSharding>, EnumField<schedules::BackwardPrefetch>>;
+using Field = std::variant<std::int64_t SyncOptions::*, std::optional<std::int64_t> SyncOptions::*,
+                           std::int32_t SyncOptions::*, std::optional<std::int32_t> SyncOptions::*,
+                           bool SyncOptions::*, std::optional<bool> SyncOptions::*,
+                           EnumField<sync::Iteration>, EnumField<sync::CommHook>,
+                           EnumField<sync::FsdpSharding>, EnumField<sync::BackwardPrefetch>>;
 
 const std::vector<std::pair<std::string_view, Field>>& fields() {
   static const std::vector<std::pair<std::string_view, Field>> kFields{
-      {"iteration",
-       EnumField<schedules::Iteration>{&SyncOptions::iteration, &schedules::to_string,
-                                       &schedules::parse_iteration, "\"steady\" or \"warmup\""}},
+      {"iteration", EnumField<sync::Iteration>{&SyncOptions::iteration, &sync::to_string,
+                                               &sync::parse_iteration, "\"steady\" or \"warmup\""}},
       {"bucket_size", &SyncOptions::bucket_size},
       {"first_bucket_bytes", &SyncOptions::first_bucket_bytes},
-      {"comm_hook", EnumField<schedules::CommHook>{&SyncOptions::comm_hook, &schedules::to_string,
-                                                   &schedules::parse_comm_hook,
-                                                   "none, fp16-compress or bf16-compress"}},
+      {"comm_hook",
+       EnumField<sync::CommHook>{&SyncOptions::comm_hook, &sync::to_string, &sync::parse_comm_hook,
+                                 "none, fp16-compress or bf16-compress"}},
       {"overlap_grad_reduce", &SyncOptions::overlap_grad_reduce},
       {"overlap_param_gather", &SyncOptions::overlap_param_gather},
       {"align_param_gather", &SyncOptions::align_param_gather},
@@ -46,14 +44,12 @@ const std::vector<std::pair<std::string_view, Field>>& fields() {
       {"distributed_optimizer_instances", &SyncOptions::distributed_optimizer_instances},
       {"grad_reduce_in_fp32", &SyncOptions::grad_reduce_in_fp32},
       {"align_grad_reduce", &SyncOptions::align_grad_reduce},
-      {"fsdp_sharding",
-       EnumField<schedules::FsdpSharding>{&SyncOptions::fsdp_sharding, &schedules::to_string,
-                                          &schedules::parse_fsdp_sharding,
-                                          "full-shard, shard-grad-op or hybrid-shard"}},
+      {"fsdp_sharding", EnumField<sync::FsdpSharding>{&SyncOptions::fsdp_sharding, &sync::to_string,
+                                                      &sync::parse_fsdp_sharding,
+                                                      "full-shard, shard-grad-op or hybrid-shard"}},
       {"backward_prefetch",
-       EnumField<schedules::BackwardPrefetch>{
-           &SyncOptions::backward_prefetch, &schedules::to_string,
-           &schedules::parse_backward_prefetch, "none, pre or post"}},
+       EnumField<sync::BackwardPrefetch>{&SyncOptions::backward_prefetch, &sync::to_string,
+                                         &sync::parse_backward_prefetch, "none, pre or post"}},
       {"limit_all_gathers", &SyncOptions::limit_all_gathers},
       {"reshard_after_forward", &SyncOptions::reshard_after_forward},
       {"hsdp_shard_size", &SyncOptions::hsdp_shard_size},
@@ -84,7 +80,7 @@ struct IsOptional<std::optional<T>> : std::true_type {};
 
 }  // namespace
 
-schedules::SyncOptions read_sync(const Json& v) {
+sync::SyncOptions read_sync(const Json& v) {
   if (!v.is_object()) fail("sync", "expected an object, got " + brief(v));
   SyncOptions o;
   for (const auto& item : v.items()) {
@@ -92,10 +88,10 @@ schedules::SyncOptions read_sync(const Json& v) {
     const Json& value = item.value();
     if (item.key() == "policy") {
       const auto policy =
-          value.is_string() ? schedules::parse_sync_policy(value.get<std::string>()) : std::nullopt;
+          value.is_string() ? sync::parse_sync_policy(value.get<std::string>()) : std::nullopt;
       if (!policy) {
-        fail(path, "expected one of " + std::string(schedules::sync_policy_names()) + ", got " +
-                       brief(value));
+        fail(path,
+             "expected one of " + std::string(sync::sync_policy_names()) + ", got " + brief(value));
       }
       o.policy = *policy;
       continue;
@@ -131,9 +127,9 @@ schedules::SyncOptions read_sync(const Json& v) {
   return o;
 }
 
-Json write_sync(const schedules::SyncOptions& o) {
+Json write_sync(const sync::SyncOptions& o) {
   const SyncOptions defaults;
-  Json out = {{"policy", schedules::to_string(o.policy)}};
+  Json out = {{"policy", sync::to_string(o.policy)}};
   for (const auto& [name, field] : fields()) {
     std::visit(
         [&, key = std::string(name)](const auto& member) {

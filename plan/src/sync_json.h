@@ -1,15 +1,15 @@
 #pragma once
 // The "sync" object of a scenario (Note [scenario JSON]): the policy's name and any knob of
-// schedules::SyncOptions, under the same names ("bucket_size", "overlap_grad_reduce", ...).
+// sync::SyncOptions, under the same names ("bucket_size", "overlap_grad_reduce", ...).
 
 #include "json_paths.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::plan::detail {
 
 /// Reads a "sync" object; unknown keys and wrong values throw PathError naming "sync.<key>".
-schedules::SyncOptions read_sync(const Json& v);
+sync::SyncOptions read_sync(const Json& v);
 /// The object to_json writes: the policy, then every knob that differs from its default.
-Json write_sync(const schedules::SyncOptions& options);
+Json write_sync(const sync::SyncOptions& options);
 
 }  // namespace metron::plan::detail

@@ -73,7 +73,7 @@ Scenario small_model(std::int64_t dp) {
   s.hardware = models::hardware_preset("dgx-a100");
   s.parallel = {.pp = 2, .dp = dp, .microbatch_size = 1, .global_batch = 4 * dp, .seq_len = 512};
   s.schedule = {.name = "1f1b"};
-  s.sync = {.policy = schedules::SyncPolicy::kMegatronDdp};
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDdp};
   return s;
 }
 

@@ -108,7 +108,7 @@ PlanResult hand_result(const PlanRequest& request) {
   Candidate c = candidate(1, 4, 4, 2, "interleaved-1f1b");
   c.group_size = 8;
   c.bucket_size = 40'000'000;
-  c.policy = schedules::SyncPolicy::kDdp;
+  c.policy = sync::SyncPolicy::kDdp;
   c.parallel.recompute = models::Recompute::kSelective;
   PlannedConfig second = planned(request, c);
   second.tokens_per_s = 98765.4321;

@@ -29,8 +29,8 @@ PlanRequest small_request() {
   r.space.max_microbatch_size = 2;
   r.space.recompute = {models::Recompute::kNone, models::Recompute::kFull};
   r.space.schedules = {"1f1b", "interleaved-1f1b", "zb-h1", "zb-v", "dualpipe-v"};
-  r.space.policies = {schedules::SyncPolicy::kMegatronDistopt, schedules::SyncPolicy::kDdp,
-                      schedules::SyncPolicy::kZero2};
+  r.space.policies = {sync::SyncPolicy::kMegatronDistopt, sync::SyncPolicy::kDdp,
+                      sync::SyncPolicy::kZero2};
   r.top_k = 5;
   return r;
 }
@@ -77,7 +77,7 @@ TEST(Planner, EstimatesHoldForEverySimulatedConfiguration) {
     EXPECT_GT(c.bound_s, 0.5 * c.iteration_time_s) << describe(c.candidate);
     const bool megatron =
         c.candidate.schedule == "1f1b" || c.candidate.schedule == "interleaved-1f1b";
-    if (c.candidate.policy == schedules::SyncPolicy::kZero2) {
+    if (c.candidate.policy == sync::SyncPolicy::kZero2) {
       // ZeRO's IPG bucket is the policy's own buffer, which only the simulation holds.
       if (megatron) {
         EXPECT_LE(c.estimated_memory_bytes, c.peak_memory_bytes) << describe(c.candidate);

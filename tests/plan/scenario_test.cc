@@ -38,7 +38,7 @@ TEST(Scenario, SpecsThatAreNoPresetAndCostsRoundTripInFull) {
   EXPECT_EQ(s.model->name, "mine");
   EXPECT_EQ(s.hardware.name, "dgx-a100");
   EXPECT_EQ(s.schedule.name, "zb-h1");
-  EXPECT_EQ(s.sync.policy, schedules::SyncPolicy::kZero1);
+  EXPECT_EQ(s.sync.policy, sync::SyncPolicy::kZero1);
   ASSERT_TRUE(s.costs.has_value());
   EXPECT_DOUBLE_EQ(s.costs->forward[1], 1.5e-3);  // milliseconds in, seconds kept
   EXPECT_DOUBLE_EQ(s.costs->p2p, 0.25e-3);
@@ -120,11 +120,11 @@ TEST(Scenario, ValidationNeedsAModelOrCostsAndAConsistentConfiguration) {
 }
 
 TEST(Scenario, MegatronSchedulesDefaultToBatchedExchanges) {
-  EXPECT_EQ(p2p_mode({.name = "1f1b"}), schedules::P2PMode::kBatched);
-  EXPECT_EQ(p2p_mode({.name = "interleaved-1f1b"}), schedules::P2PMode::kBatched);
-  EXPECT_EQ(p2p_mode({.name = "zb-v"}), schedules::P2PMode::kAsync);
-  EXPECT_EQ(p2p_mode({.name = "1f1b", .p2p = schedules::P2PMode::kAsync}),
-            schedules::P2PMode::kAsync);
+  EXPECT_EQ(p2p_mode({.name = "1f1b"}), lowering::P2PMode::kBatched);
+  EXPECT_EQ(p2p_mode({.name = "interleaved-1f1b"}), lowering::P2PMode::kBatched);
+  EXPECT_EQ(p2p_mode({.name = "zb-v"}), lowering::P2PMode::kAsync);
+  EXPECT_EQ(p2p_mode({.name = "1f1b", .p2p = lowering::P2PMode::kAsync}),
+            lowering::P2PMode::kAsync);
 }
 
 }  // namespace

@@ -48,7 +48,7 @@ TEST(SearchSpace, CountsATinySpaceByHand) {
     EXPECT_EQ(c.parallel.microbatch_size, 1);
     EXPECT_EQ(c.parallel.sequence_parallel, c.parallel.tp > 1);  // Megatron's recommendation
     EXPECT_EQ(c.schedule, "1f1b");
-    EXPECT_EQ(c.policy, schedules::SyncPolicy::kMegatronDistopt);
+    EXPECT_EQ(c.policy, sync::SyncPolicy::kMegatronDistopt);
   }
 }
 
@@ -127,7 +127,7 @@ TEST(SearchSpace, CountsEveryConfigurationASequenceSplitDrops) {
   r.space.pp = {1};
   r.space.dp = {8};
   r.space.sequence_parallel = {true};
-  r.space.policies = {schedules::SyncPolicy::kMegatronDistopt, schedules::SyncPolicy::kDdp};
+  r.space.policies = {sync::SyncPolicy::kMegatronDistopt, sync::SyncPolicy::kDdp};
   const SearchSpace s = enumerate_space(r);
   EXPECT_TRUE(s.candidates.empty());
   const DroppedFamily* f = find_family(s, DropReason::kSequence, "tp=2 pp=1 1f1b vp=1");

@@ -7,19 +7,19 @@
 
 #include <variant>
 
+#include "metron/lowering/comm_groups.h"
 #include "metron/models/comm_cost.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/parameter_count.h"
 #include "metron/plan/evaluation.h"
-#include "metron/schedules/comm_groups.h"
 
 namespace metron::plan {
 namespace {
 
-using schedules::SyncOptions;
-using schedules::SyncPolicy;
+using sync::SyncOptions;
+using sync::SyncPolicy;
 
 /// GPT-3 125M (12 layers, 125M parameters) on DGX A100s, no tensor parallelism: the only
 /// collectives are the data-parallel ones.
@@ -47,8 +47,8 @@ double wire_bytes_of_rank(const Evaluation& e, ir::RankId rank, std::int64_t gro
   for (ir::TaskId t : e.step.graph.issue_order(rank)) {
     const auto* c = std::get_if<ir::Collective>(&e.step.graph.task(t).op);
     if (c == nullptr) continue;
-    const auto kind = schedules::group_kind(e.step.graph.group(c->group).name);
-    if (kind != schedules::GroupKind::kData) continue;
+    const auto kind = lowering::group_kind(e.step.graph.group(c->group).name);
+    if (kind != lowering::GroupKind::kData) continue;
     const models::CommOp op = c->op == ir::CollectiveOp::kAllReduce ? models::CommOp::kAllReduce
                               : c->op == ir::CollectiveOp::kReduceScatter
                                   ? models::CommOp::kReduceScatter
@@ -79,8 +79,8 @@ TEST(SyncEvaluation, OverlapOptionsHideMoreOfMegatronsCommunication) {
 
 TEST(SyncEvaluation, DdpOverlapsItsBucketsWithTheBackwardButNotItsLastOne) {
   const Evaluation ddp = evaluate(gpt_125m(1, 8, {.policy = SyncPolicy::kDdp}));
-  const Evaluation warmup = evaluate(
-      gpt_125m(1, 8, {.policy = SyncPolicy::kDdp, .iteration = schedules::Iteration::kWarmup}));
+  const Evaluation warmup =
+      evaluate(gpt_125m(1, 8, {.policy = SyncPolicy::kDdp, .iteration = sync::Iteration::kWarmup}));
   EXPECT_GT(ddp.result.ranks[0].comm_overlapped, 0);
   EXPECT_GT(ddp.result.ranks[0].comm_exposed, 0);  // the last bucket (first layers) is exposed
   // Iteration 1 has one bucket, reduced after the whole backward: nothing overlaps.
@@ -204,7 +204,7 @@ TEST(SyncEvaluation, EveryPolicyGivesTheSameStepWithOneReplicaOrAll) {
   // — a rendezvous mismatch between replicas would also deadlock the full graph.
   for (const char* name : {"ddp", "megatron-ddp", "megatron-distopt", "fairscale-sdp", "zero1",
                            "zero2", "zero3", "fsdp1", "fsdp2"}) {
-    Scenario s = gpt_125m(2, 2, {.policy = *schedules::parse_sync_policy(name)});
+    Scenario s = gpt_125m(2, 2, {.policy = *sync::parse_sync_policy(name)});
     s.parallel.tp = 2;
     const Evaluation sym = evaluate(s, Replication::kSymmetric);
     const Evaluation full = evaluate(s, Replication::kFull);

@@ -12,17 +12,17 @@
 
 #include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
-#include "metron/schedules/lowering.h"
-#include "metron/schedules/order_checks.h"
-#include "metron/schedules/registry.h"
+#include "metron/lowering/lowering.h"
+#include "metron/pipeline/order_checks.h"
+#include "metron/pipeline/registry.h"
 #include "metron/sim/simulator.h"
 #include "support/schedule_sweep.h"
 
 namespace metron::sim {
 namespace {
 
-using schedules::Order;
-using schedules::ScheduleSpec;
+using pipeline::Order;
+using pipeline::ScheduleSpec;
 
 /// Compute durations per phase; communication and host waits take no time.
 struct PhaseTimes {
@@ -59,12 +59,12 @@ std::vector<Time> durations(const ir::Graph& g, const PhaseTimes& t) {
 }
 
 ir::Graph lowered(const Order& order, bool split = false) {
-  return schedules::lower(
-      order, {.p2p = schedules::P2PMode::kAsync, .split_backward = split, .optimizer_step = false});
+  return lowering::lower(
+      order, {.p2p = lowering::P2PMode::kAsync, .split_backward = split, .optimizer_step = false});
 }
 
 SimResult run(const ScheduleSpec& spec, const PhaseTimes& t, bool split = false) {
-  const ir::Graph g = lowered(schedules::generate_order(spec), split);
+  const ir::Graph g = lowered(pipeline::generate_order(spec), split);
   return simulate(g, durations(g, t));
 }
 
@@ -107,7 +107,7 @@ TEST(ScheduleTiming, OneFOneBBubblesHaveTheirCauses) {
   // computes 8·3000 of it.
   EXPECT_DOUBLE_EQ(
       stage_span_bubble_rate(
-          lowered(schedules::generate_order({.name = "1f1b", .pp = 4, .microbatches = 8})), r),
+          lowered(pipeline::generate_order({.name = "1f1b", .pp = 4, .microbatches = 8})), r),
       9000.0 / 33000.0);
 }
 
@@ -156,7 +156,7 @@ TEST(ScheduleTiming, ZeroBubbleVHasNoBubbleInTheStageSpan) {
     for (std::int32_t m : {2 * p, 3 * p}) {
       SCOPED_TRACE(::testing::Message() << "p=" << p << " m=" << m);
       const ScheduleSpec spec{.name = "zb-v", .pp = p, .vp = 2, .microbatches = m};
-      const ir::Graph g = lowered(schedules::generate_order(spec));
+      const ir::Graph g = lowered(pipeline::generate_order(spec));
       const SimResult r = simulate(g, durations(g, t));
       EXPECT_DOUBLE_EQ(stage_span_bubble_rate(g, r), 0.0);
       for (const RankMetrics& rank : r.ranks) EXPECT_EQ(rank.compute_busy, 6000 * m);
@@ -167,8 +167,8 @@ TEST(ScheduleTiming, ZeroBubbleVHasNoBubbleInTheStageSpan) {
 /// Calls f(order) for every schedule, p 1..4, v 1..3, m 1..3p+2 where accepted.
 int for_every_order(const std::function<void(const Order&)>& f) {
   int visited = 0;
-  for (const auto& info : schedules::all_schedules()) {
-    visited += schedules::testing::sweep(
+  for (const auto& info : pipeline::all_schedules()) {
+    visited += pipeline::testing::sweep(
         info, [&](const ScheduleSpec&, const Order& order) { f(order); }, 4, 3);
   }
   return visited;
@@ -176,7 +176,7 @@ int for_every_order(const std::function<void(const Order&)>& f) {
 
 constexpr PhaseTimes kDistinct{
     .forward = 2, .backward = 4, .backward_input = 3, .backward_weight = 1};
-constexpr schedules::ActionTimes kDistinctActions{
+constexpr pipeline::ActionTimes kDistinctActions{
     .forward = 2, .backward_input = 3, .backward_weight = 1, .backward = 4};
 
 // time_order runs each rank's row one action at a time, each as soon as its inputs exist; with
@@ -185,7 +185,7 @@ constexpr schedules::ActionTimes kDistinctActions{
 // B = 4), on all 12 schedules.
 TEST(ScheduleTiming, AgreesWithTheOrderTimingOfEverySchedule) {
   const int visited = for_every_order([](const Order& order) {
-    const schedules::Timeline expected = schedules::time_order(order, kDistinctActions);
+    const pipeline::Timeline expected = pipeline::time_order(order, kDistinctActions);
     const ir::Graph g = lowered(order);
     const SimResult r = simulate(g, durations(g, kDistinct));
     EXPECT_EQ(static_cast<double>(r.makespan), expected.makespan);
@@ -211,7 +211,7 @@ TEST(ScheduleTiming, AgreesWithTheOrderTimingOfEverySchedule) {
 // give, it runs [12, 14] as time_order says.
 TEST(ScheduleTiming, AReceiveFromOneNeighbourDoesNotWaitForTheOther) {
   const Order order =
-      schedules::generate_order({.name = "interleaved-1f1b", .pp = 3, .vp = 2, .microbatches = 3});
+      pipeline::generate_order({.name = "interleaved-1f1b", .pp = 3, .vp = 2, .microbatches = 3});
   const ir::Graph g = lowered(order);
   const SimResult r = simulate(g, durations(g, kDistinct));
   bool found = false;
@@ -225,7 +225,7 @@ TEST(ScheduleTiming, AReceiveFromOneNeighbourDoesNotWaitForTheOther) {
     }
   }
   EXPECT_TRUE(found);
-  EXPECT_EQ(schedules::time_order(order, kDistinctActions).start[1][5], 12.0);
+  EXPECT_EQ(pipeline::time_order(order, kDistinctActions).start[1][5], 12.0);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 #include <set>
 #include <variant>
 
-#include "metron/schedules/lowering.h"
-#include "metron/schedules/registry.h"
+#include "metron/lowering/lowering.h"
+#include "metron/pipeline/registry.h"
 #include "metron/traces/chrome_trace_writer.h"
 #include "metron/traces/trace_checker.h"
 
@@ -34,9 +34,9 @@ std::vector<Time> durations(const ir::Graph& g) {
 }
 
 ir::Graph step(const char* schedule, std::int32_t vp) {
-  return schedules::lower(
-      schedules::generate_order({.name = schedule, .pp = 4, .vp = vp, .microbatches = 8}),
-      {.p2p = schedules::P2PMode::kAsync});
+  return lowering::lower(
+      pipeline::generate_order({.name = schedule, .pp = 4, .vp = vp, .microbatches = 8}),
+      {.p2p = lowering::P2PMode::kAsync});
 }
 
 TEST(SimulationTrace, EveryScheduleGivesATraceThePerfettoRulesAccept) {

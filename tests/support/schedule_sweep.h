@@ -9,9 +9,9 @@
 #include <string>
 
 #include "metron/base/error.h"
-#include "metron/schedules/registry.h"
+#include "metron/pipeline/registry.h"
 
-namespace metron::schedules::testing {
+namespace metron::pipeline::testing {
 
 /// Calls f(spec, order) for each combination the generator accepts (rejections are tested with
 /// each generator), under a SCOPED_TRACE naming it. Returns how many it visited.
@@ -40,4 +40,4 @@ inline int sweep(const ScheduleInfo& info,
   return visited;
 }
 
-}  // namespace metron::schedules::testing
+}  // namespace metron::pipeline::testing

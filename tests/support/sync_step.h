@@ -12,13 +12,13 @@
 
 #include "metron/ir/graph.h"
 #include "metron/ir/graph_builder.h"
-#include "metron/schedules/data_parallel.h"
-#include "metron/schedules/lowering.h"
-#include "metron/schedules/placement.h"
-#include "metron/schedules/registry.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/lowering/data_parallel.h"
+#include "metron/lowering/lowering.h"
+#include "metron/pipeline/placement.h"
+#include "metron/pipeline/registry.h"
+#include "metron/sync/sync_policy.h"
 
-namespace metron::schedules::testing {
+namespace metron::sync::testing {
 
 struct SyncStepSpec {
   std::string schedule = "1f1b";
@@ -33,7 +33,7 @@ struct SyncStepSpec {
   std::int32_t data_parallel = 2;  ///< the real dp group (shards, owners)
   std::int32_t replicas = 1;       ///< replicas in the graph (1: symmetric; dp: full)
   bool split_backward = false;
-  P2PMode p2p = P2PMode::kAsync;
+  lowering::P2PMode p2p = lowering::P2PMode::kAsync;
   std::int32_t hardware_queues = 8;
   std::int64_t param_bytes = 2;
   std::int64_t grad_bytes = 2;
@@ -46,15 +46,17 @@ struct SyncStep {
 
 inline SyncStep make_sync_step(const SyncStepSpec& s) {
   const std::int32_t stages = s.pp * s.vp;
-  Order order =
-      generate_order({.name = s.schedule, .pp = s.pp, .vp = s.vp, .microbatches = s.microbatches});
-  ir::GraphBuilder builder = lower_unvalidated(order, {.p2p = s.p2p,
-                                                       .hardware_queues = s.hardware_queues,
-                                                       .split_backward = s.split_backward,
-                                                       .memory_effects = false,
-                                                       .layers = {.layers = s.layers}});
+  pipeline::Order order = pipeline::generate_order(
+      {.name = s.schedule, .pp = s.pp, .vp = s.vp, .microbatches = s.microbatches});
+  ir::GraphBuilder builder =
+      lowering::lower_unvalidated(order, {.p2p = s.p2p,
+                                          .hardware_queues = s.hardware_queues,
+                                          .split_backward = s.split_backward,
+                                          .memory_effects = false,
+                                          .layers = {.layers = s.layers}});
   if (s.replicas > 1) {
-    builder = ir::GraphBuilder(replicate_data_parallel(std::move(builder).build(), s.replicas));
+    builder =
+        ir::GraphBuilder(lowering::replicate_data_parallel(std::move(builder).build(), s.replicas));
   }
   SyncInput input{.pipeline_ranks = s.pp,
                   .data_parallel = s.data_parallel,
@@ -65,7 +67,7 @@ inline SyncStep make_sync_step(const SyncStepSpec& s) {
   input.params.resize(static_cast<std::size_t>(s.pp));
   const std::int32_t per_stage = s.layers / stages;
   const std::vector<std::int32_t> ranks =
-      stage_ranks(find_schedule(s.schedule).placement, s.pp, stages);
+      pipeline::stage_ranks(pipeline::find_schedule(s.schedule).placement, s.pp, stages);
   for (std::int32_t stage = 0; stage < stages; ++stage) {
     const std::int32_t rank = ranks[static_cast<std::size_t>(stage)];
     ChunkParams chunk{.stage = stage};
@@ -178,4 +180,4 @@ inline ir::TaskId optimizer_step(const ir::Graph& g, ir::RankId rank) {
   return {};
 }
 
-}  // namespace metron::schedules::testing
+}  // namespace metron::sync::testing

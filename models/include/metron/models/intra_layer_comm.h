@@ -1,7 +1,7 @@
 #pragma once
 // The collectives inside one transformer layer for one microbatch: tensor (and sequence),
 // context and expert parallelism, per compute phase, as Megatron issues them. The planner turns
-// them into schedules::IntraLayerComm. Note [layer collectives]:
+// them into lowering::IntraLayerComm. Note [layer collectives]:
 //
 //   A = b·(s/cp)·h·e: one rank's activation tensor (e the dtype's bytes). Bytes are per collective
 //   in the nccl-tests convention of comm_cost.h (all-reduce S in and out, all-gather S output,

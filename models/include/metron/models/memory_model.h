@@ -53,7 +53,7 @@
 namespace metron::models {
 
 /// How the data-parallel ranks hold model state (Note [model state bytes]): one per system of
-/// SYNC_POLICIES.md, in the order of schedules::SyncPolicy, whose memory it describes.
+/// SYNC_POLICIES.md, in the order of sync::SyncPolicy, whose memory it describes.
 enum class StatePolicy {
   kDdp,
   kMegatronDdp,

@@ -1,7 +1,7 @@
 #pragma once
 // The parameter tensors one tensor-parallel rank holds for a model chunk, one by one, in module
 // registration order: what a data-parallel wrapper sees and buckets (SYNC_POLICIES.md §3.2, §5,
-// §6). The planner converts them field for field into schedules::ParamTensor.
+// §6). The planner converts them field for field into sync::ParamTensor.
 // Note [parameter tensors]:
 //
 //   embedding (embedding = true)
@@ -48,7 +48,7 @@
 
 namespace metron::models {
 
-/// One parameter tensor, as one tensor-parallel rank holds it (schedules::ParamTensor's fields).
+/// One parameter tensor, as one tensor-parallel rank holds it (sync::ParamTensor's fields).
 struct ParameterTensor {
   std::string name;               ///< "layers.3.attention.qkv.weight"
   std::int32_t layer = 0;         ///< the global layer whose forward reads it

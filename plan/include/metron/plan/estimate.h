@@ -46,9 +46,9 @@
 
 #include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
+#include "metron/pipeline/schedule_spec.h"
 #include "metron/plan/plan_request.h"
 #include "metron/plan/search_space.h"
-#include "metron/schedules/schedule_spec.h"
 
 namespace metron::plan {
 
@@ -91,9 +91,9 @@ class Estimator {
       rank_states_;
   /// Orders of the schedules without a closed-form stash peak, by (schedule, pp, vp, m, N).
   mutable std::map<std::tuple<std::string, std::int32_t, std::int32_t, std::int32_t, std::int32_t>,
-                   std::shared_ptr<const schedules::Order>>
+                   std::shared_ptr<const pipeline::Order>>
       orders_;
-  std::shared_ptr<const schedules::Order> order(const schedules::ScheduleSpec& spec) const;
+  std::shared_ptr<const pipeline::Order> order(const pipeline::ScheduleSpec& spec) const;
 };
 
 }  // namespace metron::plan

@@ -20,7 +20,7 @@
 //     recompute          none, selective, full
 //     schedules          1f1b, interleaved-1f1b (Megatron's); any of the registry by name
 //     group sizes        the interleaved group size as multiples of pp (default: 1·pp)
-//     sync policies      megatron-distopt; any of schedules::SyncPolicy
+//     sync policies      megatron-distopt; any of sync::SyncPolicy
 //     bucket sizes       the policy's default (in the policy's unit, see SyncOptions)
 //
 //   Each policy runs with the overlap its system recommends (planner_sync_options): Megatron's
@@ -37,7 +37,7 @@
 #include "metron/models/hardware_spec.h"
 #include "metron/models/model_spec.h"
 #include "metron/models/parallel_spec.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::plan {
 
@@ -54,7 +54,7 @@ struct PlanSpace {
   std::vector<models::Recompute> recompute;
   std::vector<std::string> schedules;
   std::vector<std::int32_t> group_size_multiples;
-  std::vector<schedules::SyncPolicy> policies;
+  std::vector<sync::SyncPolicy> policies;
   std::vector<std::int64_t> bucket_sizes;
   std::int64_t max_tp = 0;                ///< 0: the hardware's GPUs per node
   std::int64_t max_pp = 0;                ///< 0: the model's layers
@@ -85,7 +85,7 @@ inline constexpr std::string_view kAllPlanSchedules =
 PlanRequest default_plan_request();
 
 /// The knobs a policy runs with in the plan (Note [plan space]).
-schedules::SyncOptions planner_sync_options(schedules::SyncPolicy policy);
+sync::SyncOptions planner_sync_options(sync::SyncPolicy policy);
 
 /// Throws InvalidConfig for a request that cannot be planned: gpus, global batch, top_k or a
 /// listed size below 1, a headroom outside [0, 1), an unknown schedule name.

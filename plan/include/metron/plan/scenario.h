@@ -25,13 +25,13 @@
 #include <string>
 #include <string_view>
 
+#include "metron/lowering/lowering.h"
 #include "metron/models/hardware_spec.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/model_spec.h"
 #include "metron/models/parallel_spec.h"
 #include "metron/models/stage_costs.h"
-#include "metron/schedules/lowering.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::plan {
 
@@ -39,7 +39,7 @@ namespace metron::plan {
 struct ScheduleChoice {
   std::string name = "1f1b";
   std::optional<std::int32_t> group_size;    ///< interleaved 1F1B's N
-  std::optional<schedules::P2PMode> p2p;     ///< default: see Note [scenario JSON]
+  std::optional<lowering::P2PMode> p2p;      ///< default: see Note [scenario JSON]
   std::optional<std::int32_t> memory_limit;  ///< zb-auto's limit
   friend bool operator==(const ScheduleChoice&, const ScheduleChoice&) = default;
 };
@@ -50,7 +50,7 @@ struct Scenario {
   std::optional<std::int64_t> gpus;
   models::ParallelSpec parallel;
   ScheduleChoice schedule;
-  schedules::SyncOptions sync;
+  sync::SyncOptions sync;
   std::optional<models::StageCosts> costs;  ///< seconds
   friend bool operator==(const Scenario&, const Scenario&) = default;
 };
@@ -59,7 +59,7 @@ struct Scenario {
 models::StatePolicy state_policy(const Scenario& scenario);
 
 /// The p2p mode in effect: the choice, else batched for Megatron's schedules, async otherwise.
-schedules::P2PMode p2p_mode(const ScheduleChoice& schedule);
+lowering::P2PMode p2p_mode(const ScheduleChoice& schedule);
 
 /// GPT-3 175B on 1,024 H100 GPUs in DGX H100 nodes: tp 8, pp 16, dp 8, interleaved 1F1B with 2
 /// chunks, microbatch 1, global batch 1,536, sequence 2,048, sequence parallelism, Megatron's

@@ -16,7 +16,7 @@
 #include "metron/models/parallel_spec.h"
 #include "metron/plan/plan_request.h"
 #include "metron/plan/scenario.h"
-#include "metron/schedules/sync_policy.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::plan {
 
@@ -44,7 +44,7 @@ struct Candidate {
   models::ParallelSpec parallel;  ///< complete: global_batch and seq_len set
   std::string_view schedule;      ///< a registry name (static storage)
   std::optional<std::int32_t> group_size;
-  schedules::SyncPolicy policy = schedules::SyncPolicy::kMegatronDistopt;
+  sync::SyncPolicy policy = sync::SyncPolicy::kMegatronDistopt;
   std::optional<std::int64_t> bucket_size;
   friend bool operator==(const Candidate&, const Candidate&) = default;
 };

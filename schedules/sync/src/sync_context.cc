@@ -1,0 +1,309 @@
+// SyncContext (sync_context.h): the bookkeeping the sync-policy passes share.
+
+#include "sync_context.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "metron/base/error.h"
+
+namespace metron::sync::detail {
+namespace {
+
+void set_at(std::vector<ir::TaskId>& by_mb, std::int32_t mb, ir::TaskId task) {
+  if (mb < 0) return;
+  if (by_mb.size() <= static_cast<std::size_t>(mb)) by_mb.resize(static_cast<std::size_t>(mb) + 1);
+  by_mb[static_cast<std::size_t>(mb)] = task;
+}
+
+}  // namespace
+
+SyncContext::SyncContext(ir::GraphBuilder& builder, const SyncInput& input)
+    : builder_(builder), input_(input) {
+  num_ranks_ = static_cast<std::int32_t>(builder_.data().ranks.size());
+  if (input_.pipeline_ranks < 1 || num_ranks_ % input_.pipeline_ranks != 0) {
+    throw InvalidConfig("sync policy: the graph's " + std::to_string(num_ranks_) +
+                        " ranks are not a multiple of " + std::to_string(input_.pipeline_ranks) +
+                        " pipeline ranks");
+  }
+  if (input_.params.size() != static_cast<std::size_t>(input_.pipeline_ranks)) {
+    throw InvalidConfig("sync policy: expected parameters for " +
+                        std::to_string(input_.pipeline_ranks) + " pipeline ranks, got " +
+                        std::to_string(input_.params.size()));
+  }
+  if (input_.data_parallel < 1 || input_.expert_data_parallel < 1) {
+    throw InvalidConfig("sync policy: data-parallel sizes must be positive, got dp " +
+                        std::to_string(input_.data_parallel) + " and expert dp " +
+                        std::to_string(input_.expert_data_parallel));
+  }
+  replicas_ = num_ranks_ / input_.pipeline_ranks;
+  index_tasks();
+}
+
+void SyncContext::index_tasks() {
+  const ir::GraphData& data = builder_.data();
+  chunks_.assign(static_cast<std::size_t>(num_ranks_), {});
+  steps_.assign(static_cast<std::size_t>(num_ranks_), ir::TaskId{});
+  const auto chunk_of = [&](ir::RankId rank, ir::ChunkId chunk) -> ChunkTasks* {
+    if (!chunk.valid()) return nullptr;
+    auto& chunks = chunks_[rank.index()];
+    if (chunks.size() <= chunk.index()) chunks.resize(chunk.index() + 1);
+    return &chunks[chunk.index()];
+  };
+  for (std::size_t i = 0; i < data.tasks.size(); ++i) {
+    const ir::Task& t = data.tasks[i];
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr) continue;
+    const ir::TaskId id{static_cast<std::int32_t>(i)};
+    if (c->phase == ir::Phase::kOptimizer) {
+      steps_[t.rank.index()] = id;
+      continue;
+    }
+    ChunkTasks* chunk = chunk_of(t.rank, t.chunk);
+    if (chunk == nullptr) continue;
+    microbatches_ = std::max(microbatches_, t.microbatch.value() + 1);
+    switch (c->phase) {
+      case ir::Phase::kForward:
+        set_at(chunk->forward, t.microbatch.value(), id);
+        break;
+      case ir::Phase::kBackward:
+        set_at(chunk->gradient, t.microbatch.value(), id);
+        set_at(chunk->backward_start, t.microbatch.value(), id);
+        break;
+      case ir::Phase::kBackwardInput:
+        set_at(chunk->backward_start, t.microbatch.value(), id);
+        break;
+      case ir::Phase::kBackwardWeight:
+        set_at(chunk->gradient, t.microbatch.value(), id);
+        break;
+      default:
+        break;
+    }
+    if (c->overlapped) {  // DualPipe's F&B unit: its backward half belongs to another chunk
+      ChunkTasks* other = chunk_of(t.rank, c->overlapped->chunk);
+      if (other == nullptr) continue;
+      microbatches_ = std::max(microbatches_, c->overlapped->microbatch.value() + 1);
+      set_at(other->gradient, c->overlapped->microbatch.value(), id);
+      set_at(other->backward_start, c->overlapped->microbatch.value(), id);
+    }
+  }
+  placed_.assign(data.tasks.size(), false);
+}
+
+std::int32_t SyncContext::pipeline_rank(ir::RankId rank) const {
+  return rank.value() % input_.pipeline_ranks;
+}
+
+const std::vector<ChunkParams>& SyncContext::params(ir::RankId rank) const {
+  return input_.params[static_cast<std::size_t>(pipeline_rank(rank))];
+}
+
+std::int32_t SyncContext::num_chunks(ir::RankId rank) const {
+  return static_cast<std::int32_t>(std::min(chunks_[rank.index()].size(), params(rank).size()));
+}
+
+const ChunkTasks& SyncContext::chunk_tasks(ir::RankId rank, std::int32_t chunk) const {
+  return chunks_[rank.index()][static_cast<std::size_t>(chunk)];
+}
+
+ir::TaskId SyncContext::optimizer_step(ir::RankId rank) const { return steps_[rank.index()]; }
+
+std::vector<ir::TaskId> SyncContext::compute_order(ir::RankId rank) const {
+  std::vector<ir::TaskId> out;
+  for (ir::TaskId t : builder_.data().issue_order[rank.index()]) {
+    if (builder_.data().tasks[t.index()].kind() == ir::TaskKind::kCompute) out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<std::vector<ir::TaskId>> SyncContext::split(
+    const std::vector<lowering::SplitRequest>& requests) {
+  auto pieces = lowering::split_compute(builder_, requests);
+  placed_.resize(builder_.data().tasks.size(), false);
+  return pieces;
+}
+
+ir::TaskId SyncContext::piece_with_layer(const std::vector<ir::TaskId>& pieces,
+                                         std::int32_t layer) const {
+  for (ir::TaskId p : pieces) {
+    const ir::LayerRange& l = builder_.data().tasks[p.index()].layers;
+    if (l.first <= layer && layer < l.last) return p;
+  }
+  return pieces.back();
+}
+
+ir::GroupId SyncContext::group(ir::RankId rank, const CollectiveSpec& spec) {
+  const std::int32_t r = pipeline_rank(rank);
+  const std::int32_t k = rank.value() / input_.pipeline_ranks;
+  // Which replicas share the group: all, consecutive blocks, or a stride (Megatron's intra/inter
+  // instance groups, HSDP's shard/replicate groups). In symmetric mode every group has one member.
+  std::int32_t block = replicas_;
+  bool strided = false;
+  switch (spec.kind) {
+    case lowering::GroupKind::kExpertData:
+      block = std::min(input_.expert_data_parallel, replicas_);
+      break;
+    case lowering::GroupKind::kDataIntra:
+    case lowering::GroupKind::kExpertIntra:
+      block = std::clamp(spec.intra_size, 1, replicas_);
+      break;
+    case lowering::GroupKind::kDataInter:
+    case lowering::GroupKind::kExpertInter:
+      block = std::clamp(spec.intra_size, 1, replicas_);
+      strided = true;
+      break;
+    default:
+      break;
+  }
+  std::vector<ir::RankId> members;
+  std::int32_t which = 0;
+  if (strided) {
+    which = k % block;
+    for (std::int32_t j = which; j < replicas_; j += block)
+      members.push_back(ir::RankId{j * input_.pipeline_ranks + r});
+  } else {
+    which = k / block;
+    for (std::int32_t j = which * block; j < std::min((which + 1) * block, replicas_); ++j)
+      members.push_back(ir::RankId{j * input_.pipeline_ranks + r});
+  }
+  std::string name = lowering::group_name(spec.kind, r);
+  if (members.size() != static_cast<std::size_t>(replicas_)) name += "." + std::to_string(which);
+  auto [it, fresh] = groups_.try_emplace(name);
+  if (fresh) it->second = builder_.add_group(name, std::move(members));
+  return it->second;
+}
+
+ir::TaskId SyncContext::collective(ir::RankId rank, const CollectiveSpec& spec) {
+  const ir::GroupId g = group(rank, spec);
+  const ir::StreamId stream = builder_.stream(
+      rank, spec.stream.empty() ? std::string(lowering::to_string(spec.kind)) : spec.stream);
+  const std::vector<ir::RankId>& members = builder_.data().groups[g.index()].ranks;
+  ir::RankId root;
+  if (spec.root_replica >= 0) {
+    root = members[static_cast<std::size_t>(spec.root_replica) % members.size()];
+  }
+  // Numbered in final issue order by finish(); creation order is not issue order.
+  const std::int64_t seq = 0;
+  const ir::TaskId id = builder_.add(ir::Task{
+      .rank = rank,
+      .stream = stream,
+      .chunk = spec.chunk >= 0 ? ir::ChunkId{spec.chunk} : ir::ChunkId{},
+      .microbatch = spec.microbatch >= 0 ? ir::MicrobatchId{spec.microbatch} : ir::MicrobatchId{},
+      .bucket = spec.bucket >= 0 ? ir::BucketId{spec.bucket} : ir::BucketId{},
+      .label = spec.label,
+      .deps = spec.deps,
+      .op = ir::Collective{.op = spec.op,
+                           .group = g,
+                           .bytes = spec.bytes,
+                           .dtype = spec.dtype,
+                           .root = root,
+                           .seq = seq}});
+  placed_.resize(builder_.data().tasks.size(), false);
+  return id;
+}
+
+ir::TaskId SyncContext::host_wait(ir::RankId rank, ir::TaskId target, std::string label) {
+  const ir::TaskId id = builder_.add(
+      ir::Task{.rank = rank, .label = std::move(label), .op = ir::HostWait{.target = target}});
+  placed_.resize(builder_.data().tasks.size(), false);
+  return id;
+}
+
+ir::BufferId SyncContext::allocate(ir::TaskId allocator, std::int64_t bytes, std::string name) {
+  const ir::RankId rank = builder_.data().tasks[allocator.index()].rank;
+  const ir::BufferId buffer = builder_.add_buffer(rank, bytes, std::move(name));
+  builder_.task(allocator).allocates.push_back(buffer);
+  return buffer;
+}
+
+void SyncContext::use(ir::TaskId user, ir::BufferId buffer) {
+  std::vector<ir::BufferId>& uses = builder_.task(user).uses;
+  if (std::find(uses.begin(), uses.end(), buffer) == uses.end()) uses.push_back(buffer);
+}
+
+void SyncContext::issue_after(ir::TaskId anchor, ir::TaskId task) {
+  placements_[anchor.value()].after.push_back(task);
+  mark_placed(task);
+}
+
+void SyncContext::issue_before(ir::TaskId anchor, ir::TaskId task) {
+  placements_[anchor.value()].before.push_back(task);
+  mark_placed(task);
+}
+
+void SyncContext::mark_placed(ir::TaskId task) {
+  // Tasks may come from the builder directly (a pass's own compute pieces), not only from here.
+  if (placed_.size() <= task.index()) placed_.resize(builder_.data().tasks.size(), false);
+  placed_[task.index()] = true;
+}
+
+void SyncContext::finish() {
+  if (placements_.empty()) {
+    number_collectives();
+    return;
+  }
+  std::vector<bool> touched(static_cast<std::size_t>(num_ranks_), false);
+  // A flat index of the placements: every task of a touched rank looks itself up.
+  std::vector<const Placement*> by_anchor(builder_.data().tasks.size(), nullptr);
+  for (const auto& [anchor, placement] : placements_) {
+    touched[builder_.data().tasks[static_cast<std::size_t>(anchor)].rank.index()] = true;
+    by_anchor[static_cast<std::size_t>(anchor)] = &placement;
+  }
+  for (std::int32_t r = 0; r < num_ranks_; ++r) {
+    if (!touched[static_cast<std::size_t>(r)]) continue;
+    const std::vector<ir::TaskId>& current =
+        builder_.data().issue_order[static_cast<std::size_t>(r)];
+    std::vector<ir::TaskId> order;
+    order.reserve(current.size());
+    for (ir::TaskId t : current) {
+      if (t.index() >= placed_.size() || !placed_[t.index()]) emit(t, by_anchor, order);
+    }
+    builder_.set_issue_order(ir::RankId{r}, std::move(order));
+  }
+  placements_.clear();
+  number_collectives();
+}
+
+void SyncContext::emit(ir::TaskId t, const std::vector<const Placement*>& by_anchor,
+                       std::vector<ir::TaskId>& order) {
+  const Placement* placement = t.index() < by_anchor.size() ? by_anchor[t.index()] : nullptr;
+  if (placement != nullptr) {
+    for (ir::TaskId b : placement->before) emit(b, by_anchor, order);
+  }
+  order.push_back(t);
+  if (placement != nullptr) {
+    for (ir::TaskId a : placement->after) emit(a, by_anchor, order);
+  }
+}
+
+void SyncContext::number_collectives() {
+  // The groups are this pass's own, and every member issues the same collectives in the same
+  // order (replicas are copies), so numbering each rank's in issue order agrees across members.
+  const std::size_t num_groups = builder_.data().groups.size();
+  std::vector<char> own(num_groups, 0);
+  for (const auto& [name, group] : groups_) own[group.index()] = 1;
+  std::vector<std::int64_t> next;
+  for (std::int32_t r = 0; r < num_ranks_; ++r) {
+    next.assign(num_groups, 0);
+    for (ir::TaskId t : builder_.data().issue_order[static_cast<std::size_t>(r)]) {
+      auto* c = std::get_if<ir::Collective>(&builder_.task(t).op);
+      if (c != nullptr && c->group.valid() && c->group.index() < num_groups &&
+          own[c->group.index()] != 0) {
+        c->seq = next[c->group.index()]++;
+      }
+    }
+  }
+}
+
+ir::DType SyncContext::dtype_of(std::int64_t element_bytes) {
+  switch (element_bytes) {
+    case 1:
+      return ir::DType::kFp8;
+    case 4:
+      return ir::DType::kFp32;
+    default:
+      return ir::DType::kBf16;
+  }
+}
+
+}  // namespace metron::sync::detail

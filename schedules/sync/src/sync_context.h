@@ -1,0 +1,129 @@
+#pragma once
+// What every sync-policy pass (sync_policy.h) does to a step besides deciding its collectives:
+// finding the compute tasks that fire hooks, splitting them, creating the data-parallel groups and
+// their streams, numbering collectives, and placing new tasks in host issue order. One
+// SyncContext per add_sync_policy call:
+//
+//   SyncContext ctx(builder, input);
+//   auto pieces = ctx.split({...});                 // once, before placing anything
+//   TaskId rs = ctx.collective(rank, {.kind = GroupKind::kData, .op = kReduceScatter, ...});
+//   ctx.issue_after(pieces[0][1], rs);              // the hook point
+//   ctx.finish();                                   // rebuilds every issue order once
+//
+// Streams: one per group kind and rank, named like the kind ("dp", "edp", "dp-intra", ...),
+// because ProcessGroupNCCL runs every collective of a communicator on that communicator's one
+// internal stream (SYNC_POLICIES.md §1.3): collectives of one group serialise in issue order
+// whichever user stream issued them; different groups overlap.
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "metron/ir/graph_builder.h"
+#include "metron/lowering/comm_groups.h"
+#include "metron/lowering/compute_split.h"
+#include "metron/sync/sync_policy.h"
+
+namespace metron::sync::detail {
+
+/// The compute tasks of one chunk of one rank, by microbatch (invalid ids where absent).
+struct ChunkTasks {
+  std::vector<ir::TaskId> forward;
+  /// The task after which the weight gradients of the microbatch exist: W when the backward is
+  /// split, else B (or DualPipe's F&B unit holding that backward).
+  std::vector<ir::TaskId> gradient;
+  /// The task that starts the microbatch's backward (B or I; the unit for DualPipe).
+  std::vector<ir::TaskId> backward_start;
+};
+
+/// Tags and wiring of one inserted collective.
+struct CollectiveSpec {
+  lowering::GroupKind kind = lowering::GroupKind::kData;
+  ir::CollectiveOp op = ir::CollectiveOp::kAllReduce;
+  std::int64_t bytes = 0;
+  ir::DType dtype = ir::DType::kBf16;
+  std::int32_t bucket = -1;
+  std::int32_t chunk = -1;
+  std::int32_t microbatch = -1;
+  std::string label;
+  std::vector<ir::TaskId> deps;    ///< same-rank tasks it waits for (stream waits)
+  std::int32_t root_replica = -1;  ///< reduce / broadcast: the owning data-parallel rank
+  /// kDataIntra / kDataInter (and expert ones): ranks per intra group (instance or HSDP shard).
+  std::int32_t intra_size = 0;
+  /// A stream other than the group's own: a system that issues several groups' collectives
+  /// synchronously from one side stream (Megatron's optimizer instances), which serialises them.
+  std::string stream;
+};
+
+class SyncContext {
+ public:
+  SyncContext(ir::GraphBuilder& builder, const SyncInput& input);
+
+  [[nodiscard]] ir::GraphBuilder& builder() { return builder_; }
+  [[nodiscard]] const SyncInput& input() const { return input_; }
+  [[nodiscard]] std::int32_t num_ranks() const { return num_ranks_; }
+  [[nodiscard]] std::int32_t replicas() const { return replicas_; }
+  [[nodiscard]] std::int32_t pipeline_rank(ir::RankId rank) const;
+  [[nodiscard]] std::int32_t num_microbatches() const { return microbatches_; }
+  /// The rank's chunks' parameters (input().params of its pipeline rank).
+  [[nodiscard]] const std::vector<ChunkParams>& params(ir::RankId rank) const;
+  [[nodiscard]] std::int32_t num_chunks(ir::RankId rank) const;
+  [[nodiscard]] const ChunkTasks& chunk_tasks(ir::RankId rank, std::int32_t chunk) const;
+  /// The rank's optimizer step, or an invalid id.
+  [[nodiscard]] ir::TaskId optimizer_step(ir::RankId rank) const;
+  /// The rank's compute tasks in issue order (after split()).
+  [[nodiscard]] std::vector<ir::TaskId> compute_order(ir::RankId rank) const;
+
+  /// Splits compute tasks (compute_split.h); call before placing anything.
+  std::vector<std::vector<ir::TaskId>> split(const std::vector<lowering::SplitRequest>& requests);
+  /// Of `pieces` (one task's, in execution order), the one that runs `layer`, else the last.
+  [[nodiscard]] ir::TaskId piece_with_layer(const std::vector<ir::TaskId>& pieces,
+                                            std::int32_t layer) const;
+
+  /// A collective on the group of `spec.kind` joining `rank` with its replicas, on that group's
+  /// stream. Not placed yet: see issue_*; finish() numbers it in issue order.
+  ir::TaskId collective(ir::RankId rank, const CollectiveSpec& spec);
+  /// A host wait on `target`, not placed yet.
+  ir::TaskId host_wait(ir::RankId rank, ir::TaskId target, std::string label);
+  /// A buffer of the rank, allocated when `allocator` starts.
+  ir::BufferId allocate(ir::TaskId allocator, std::int64_t bytes, std::string name);
+  /// Marks `user` as a user of `buffer` (freed after its last user completes).
+  void use(ir::TaskId user, ir::BufferId buffer);
+
+  /// Host issue order: `task` right after `anchor` (after what was placed after it before),
+  /// or right before it (after what was placed before it before).
+  void issue_after(ir::TaskId anchor, ir::TaskId task);
+  void issue_before(ir::TaskId anchor, ir::TaskId task);
+  /// Applies the placements: each rank's issue order rebuilt once. Tasks added but not placed
+  /// stay at the end of their rank's order.
+  void finish();
+
+  /// The element type of a size in bytes (2: bf16, 4: fp32, 1: fp8).
+  [[nodiscard]] static ir::DType dtype_of(std::int64_t element_bytes);
+
+ private:
+  void index_tasks();
+  void number_collectives();
+  void mark_placed(ir::TaskId task);
+  struct Placement {
+    std::vector<ir::TaskId> before, after;
+  };
+  /// Appends `t` to `order` with what was placed before and after it, recursively.
+  static void emit(ir::TaskId t, const std::vector<const Placement*>& by_anchor,
+                   std::vector<ir::TaskId>& order);
+  ir::GroupId group(ir::RankId rank, const CollectiveSpec& spec);
+
+  ir::GraphBuilder& builder_;
+  const SyncInput& input_;
+  std::int32_t num_ranks_ = 0;
+  std::int32_t replicas_ = 1;
+  std::int32_t microbatches_ = 0;
+  std::vector<std::vector<ChunkTasks>> chunks_;  // [rank][chunk]
+  std::vector<ir::TaskId> steps_;                // [rank]
+  std::map<std::string, ir::GroupId> groups_;
+  std::map<std::int32_t, Placement> placements_;  // by anchor task
+  std::vector<bool> placed_;                      // by task
+};
+
+}  // namespace metron::sync::detail

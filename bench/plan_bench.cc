@@ -10,25 +10,25 @@
 
 #include <benchmark/benchmark.h>
 
-#include "metron/plan/evaluation.h"
-#include "metron/plan/scenario.h"
-#include "metron/plan/step_builder.h"
+#include "metron/scenario/evaluation.h"
+#include "metron/scenario/scenario.h"
+#include "metron/scenario/step_builder.h"
 
 namespace {
 
-metron::plan::Scenario gpt3_175b_on_1024_h100() {
-  metron::plan::Scenario s = metron::plan::default_scenario();
+metron::scenario::Scenario gpt3_175b_on_1024_h100() {
+  metron::scenario::Scenario s = metron::scenario::default_scenario();
   s.parallel.global_batch.reset();
   s.parallel.num_microbatches = 64;
   return s;
 }
 
 void BM_BuildStep(benchmark::State& state) {
-  const metron::plan::Scenario s = gpt3_175b_on_1024_h100();
-  const auto replication = static_cast<metron::plan::Replication>(state.range(0));
+  const metron::scenario::Scenario s = gpt3_175b_on_1024_h100();
+  const auto replication = static_cast<metron::scenario::Replication>(state.range(0));
   std::int64_t tasks = 0;
   for (auto _ : state) {
-    const metron::plan::Step step = metron::plan::build_step(s, replication);
+    const metron::scenario::Step step = metron::scenario::build_step(s, replication);
     tasks = step.graph.num_tasks();
     benchmark::DoNotOptimize(step.durations.data());
   }
@@ -37,11 +37,11 @@ void BM_BuildStep(benchmark::State& state) {
 BENCHMARK(BM_BuildStep)->Arg(0)->Arg(1)->ArgName("full")->Unit(benchmark::kMillisecond);
 
 void BM_BuildAndSimulateStep(benchmark::State& state) {
-  const metron::plan::Scenario s = gpt3_175b_on_1024_h100();
-  const auto replication = static_cast<metron::plan::Replication>(state.range(0));
+  const metron::scenario::Scenario s = gpt3_175b_on_1024_h100();
+  const auto replication = static_cast<metron::scenario::Replication>(state.range(0));
   double iteration_ms = 0;
   for (auto _ : state) {
-    const metron::plan::Evaluation e = metron::plan::evaluate(s, replication);
+    const metron::scenario::Evaluation e = metron::scenario::evaluate(s, replication);
     iteration_ms = e.iteration_time_s * 1e3;
     benchmark::DoNotOptimize(e.result.makespan);
   }

@@ -1,5 +1,5 @@
 // How fast the simulator runs, and how much memory it needs, on graphs of more than a million
-// tasks: it sits inside the planner's inner loop (ARCHITECTURE.md, "Simulator"). Targets:
+// tasks: it sits inside the planner's inner loop (docs/ARCHITECTURE.md, "Simulator"). Targets:
 // >= 10 million simulated tasks per second on one core, <= 200 bytes of simulator state per task.
 //
 //   build/release/bench/sim_bench --benchmark_counters_tabular=true

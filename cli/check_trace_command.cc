@@ -50,7 +50,8 @@ void add_check_trace_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "check-trace",
       "Check a Chrome trace (.json or .json.gz) against the rules of the tools that read it\n"
-      "(TRACES.md §4.4) and list every violation. Perfetto's importer rules: strict JSON in the\n"
+      "(docs/TRACES.md §4.4) and list every violation. Perfetto's importer rules: strict JSON in "
+      "the\n"
       "object form, every metadata key before traceEvents; raw UTF-8, no \\u escapes or control\n"
       "characters in names; every event with a ph Perfetto imports (no legacy S/T/p/F) and a\n"
       "numeric ts >= 0; pid and tid integers in [0, 2^32), tid never 0; X events with dur >= 0\n"

@@ -1,5 +1,5 @@
 #pragma once
-// `metron check-trace FILE [--hta]`: the trace checker of TRACES.md §4.4 on one Chrome trace.
+// `metron check-trace FILE [--hta]`: the trace checker of docs/TRACES.md §4.4 on one Chrome trace.
 
 #include <CLI/CLI.hpp>
 

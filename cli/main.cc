@@ -1,5 +1,6 @@
 // The metron command: wires up the subcommands and is the only place that catches errors
-// (STYLE.md, Errors §9): bad input exits with 2, a runtime failure with 1, never a stack trace.
+// (docs/STYLE.md, Errors §9): bad input exits with 2, a runtime failure with 1, never a stack
+// trace.
 
 #include <CLI/CLI.hpp>
 #include <cctype>
@@ -75,7 +76,7 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& unknown) {
       message = unknown.what();
     }
-    // Messages start lowercase (STYLE.md, Errors §3); CLI11's start with a capital.
+    // Messages start lowercase (docs/STYLE.md, Errors §3); CLI11's start with a capital.
     if (!message.empty()) message[0] = static_cast<char>(std::tolower(message[0]));
     return report(message + "; run 'metron --help' for usage", kExitBadInput);
   } catch (const metron::Error& e) {

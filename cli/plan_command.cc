@@ -15,9 +15,9 @@
 #include "list_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
-#include "metron/plan/evaluation.h"
 #include "metron/plan/plan_report.h"
 #include "metron/plan/planner.h"
+#include "metron/scenario/evaluation.h"
 #include "metron/sim/trace_export.h"
 #include "metron/traces/chrome_trace_writer.h"
 #include "progress_bar.h"
@@ -108,7 +108,7 @@ std::string output_path(const PlanFlags& f, const std::string& name) {
 void write_traces(const PlanFlags& f, const plan::PlanResult& result) {
   const std::size_t k = std::min(static_cast<std::size_t>(f.trace_top), result.ranked.size());
   for (std::size_t i = 0; i < k; ++i) {
-    const plan::Evaluation e = plan::evaluate(result.ranked[i].scenario);
+    const scenario::Evaluation e = scenario::evaluate(result.ranked[i].scenario);
     const std::string written = traces::write_chrome_trace(
         output_path(f, fmt::format("plan-trace-{}.json", i + 1)),
         sim::simulation_trace(e.step.graph, e.result, trace_metadata(e.scenario)));
@@ -121,7 +121,7 @@ void save_scenarios(const PlanFlags& f, const plan::PlanResult& result) {
       std::min(static_cast<std::size_t>(f.save_scenario_top), result.ranked.size());
   for (std::size_t i = 0; i < k; ++i) {
     const std::string path = output_path(f, fmt::format("plan-scenario-{}.json", i + 1));
-    write_file_atomically(path, plan::to_json(result.ranked[i].scenario));
+    write_file_atomically(path, scenario::to_json(result.ranked[i].scenario));
     if (!f.quiet) std::cout << fmt::format("  {:<9} #{:<3} {}\n", "scenario", i + 1, path);
   }
 }

@@ -16,8 +16,8 @@
 #include "metron/pipeline/order_checks.h"
 #include "metron/pipeline/registry.h"
 #include "metron/pipeline/user_order.h"
-#include "metron/plan/scenario.h"
-#include "metron/plan/step_builder.h"
+#include "metron/scenario/scenario.h"
+#include "metron/scenario/step_builder.h"
 #include "scenario_costs.h"
 #include "schedule_grid.h"
 #include "spec_loading.h"
@@ -125,7 +125,7 @@ void run_with_sync(const ScheduleOptions& o) {
   if (o.spec.pp < 1 || o.spec.microbatches < 1) {
     throw InvalidConfig("schedule: --pp and --microbatches are required");
   }
-  plan::Scenario s;
+  scenario::Scenario s;
   s.model = load_model(*o.model);
   s.hardware = load_hardware(o.hardware);
   const pipeline::ScheduleInfo& info = pipeline::find_schedule(o.spec.name);
@@ -141,7 +141,7 @@ void run_with_sync(const ScheduleOptions& o) {
                 .p2p = o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync,
                 .memory_limit = o.spec.memory_limit};
   s.sync = apply_sync_flags(o.sync, {});
-  const plan::Step step = plan::build_step(s);
+  const scenario::Step step = scenario::build_step(s);
   write_file_atomically(
       o.output, o.format == "json" ? ir::to_json(step.graph) : collective_listing(step.graph));
 }

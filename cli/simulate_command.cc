@@ -8,8 +8,8 @@
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/pipeline/registry.h"
-#include "metron/plan/evaluation.h"
-#include "metron/plan/scenario.h"
+#include "metron/scenario/evaluation.h"
+#include "metron/scenario/scenario.h"
 #include "metron/sim/trace_export.h"
 #include "metron/traces/chrome_trace_writer.h"
 #include "spec_loading.h"
@@ -40,10 +40,10 @@ struct SimulateOptions {
   std::string save_scenario;
 };
 
-plan::Scenario scenario_of(const SimulateOptions& o) {
-  plan::Scenario s = o.scenario_file.empty()
-                         ? plan::default_scenario()
-                         : plan::scenario_from_json(read_file(o.scenario_file), o.scenario_file);
+scenario::Scenario scenario_of(const SimulateOptions& o) {
+  scenario::Scenario s = o.scenario_file.empty() ? scenario::default_scenario()
+                                                 : scenario::scenario_from_json(
+                                                       read_file(o.scenario_file), o.scenario_file);
   if (o.model) s.model = load_model(*o.model);
   if (o.hardware) s.hardware = load_hardware(*o.hardware);
   models::ParallelSpec& p = s.parallel;
@@ -90,25 +90,25 @@ plan::Scenario scenario_of(const SimulateOptions& o) {
 }
 
 void run(const SimulateOptions& o) {
-  const plan::Scenario scenario = scenario_of(o);
-  if (!o.save_scenario.empty()) write_file_atomically(o.save_scenario, plan::to_json(scenario));
-  const plan::Replication replication =
-      o.full ? plan::Replication::kFull : plan::Replication::kSymmetric;
-  plan::Evaluation evaluation;
+  const scenario::Scenario scenario = scenario_of(o);
+  if (!o.save_scenario.empty()) write_file_atomically(o.save_scenario, scenario::to_json(scenario));
+  const scenario::Replication replication =
+      o.full ? scenario::Replication::kFull : scenario::Replication::kSymmetric;
+  scenario::Evaluation evaluation;
   try {
-    evaluation = plan::evaluate(scenario, replication);
+    evaluation = scenario::evaluate(scenario, replication);
   } catch (const sim::SimulationDeadlock& deadlock) {
     // Nothing is lost: the trace up to the deadlock is written before the error is reported.
     if (!o.trace.empty()) {
-      const plan::Step step = plan::build_step(scenario, replication);
+      const scenario::Step step = scenario::build_step(scenario, replication);
       traces::write_chrome_trace(
           o.trace, sim::simulation_trace(step.graph, deadlock.partial(), trace_metadata(scenario)));
       std::cerr << "metron: wrote the trace up to the deadlock to " << o.trace << "\n";
     }
     throw;
   }
-  std::cout << plan::summary_text(evaluation);
-  if (!o.json.empty()) write_file_atomically(o.json, plan::result_json(evaluation));
+  std::cout << scenario::summary_text(evaluation);
+  if (!o.json.empty()) write_file_atomically(o.json, scenario::result_json(evaluation));
   if (!o.trace.empty()) {
     const std::string written = traces::write_chrome_trace(
         o.trace,

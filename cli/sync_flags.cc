@@ -31,7 +31,7 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
       "Data-parallel sync", "the gradient/parameter synchronisation policy and its knobs");
   g.add_option("--sync", f.policy,
                "policy: " + std::string(sync::sync_policy_names()) +
-                   " (SYNC_POLICIES.md); a new policy starts from its own defaults")
+                   " (docs/SYNC_POLICIES.md); a new policy starts from its own defaults")
       ->check(names(sync::parse_sync_policy, std::string(sync::sync_policy_names())));
   g.add_option("--bucket-size", f.bucket_size,
                "ddp: bucket_cap in bytes (default 25 MiB); megatron: elements "

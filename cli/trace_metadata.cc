@@ -4,7 +4,7 @@
 
 namespace metron::cli {
 
-std::vector<traces::Arg> trace_metadata(const plan::Scenario& s) {
+std::vector<traces::Arg> trace_metadata(const scenario::Scenario& s) {
   const models::ParallelSpec& p = s.parallel;
   return {{"tool", std::string("metron")},
           {"source", std::string("simulator")},

@@ -4,12 +4,12 @@
 
 #include <vector>
 
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 #include "metron/traces/trace_events.h"
 
 namespace metron::cli {
 
 /// tool, source, model, hardware, schedule, tp, pp, dp, vp, cp, ep and microbatches.
-std::vector<traces::Arg> trace_metadata(const plan::Scenario& scenario);
+std::vector<traces::Arg> trace_metadata(const scenario::Scenario& scenario);
 
 }  // namespace metron::cli

@@ -23,10 +23,11 @@ set(_metron_install_targets
   metron_sync
   metron_sim
   metron_exec
+  metron_scenario
   metron_plan)
 # Module folders whose include/ holds public headers (installed when the folder exists).
 set(_metron_header_dirs base schedules/ir schedules/pipeline schedules/lowering schedules/sync traces
-  models sim exec plan)
+  models sim exec scenario plan)
 if(TARGET metron_exec_cuda)
   list(APPEND _metron_install_targets metron_exec_cuda)
   list(APPEND _metron_header_dirs exec/cuda)

@@ -1,6 +1,6 @@
 # metron_add_library(<name> [SOURCES <files...>] [PUBLIC <targets...>] [PRIVATE <targets...>])
 #
-# The shape every metron module shares (STYLE.md E9), written once: target metron_<name>, alias
+# The shape every metron module shares (docs/STYLE.md E9), written once: target metron_<name>, alias
 # metron::<name>, export name <name>, public headers in the module's include/, C++20, and
 # metron::warnings linked PRIVATE. Without SOURCES it is an INTERFACE library: a module whose
 # issue has not come yet, which already fixes its place in the dependency graph.

@@ -1,12 +1,12 @@
 # metron::warnings: an INTERFACE target every metron target links PRIVATE, so our warning flags
-# never leak into consumers (STYLE.md, "Set no global flags").
+# never leak into consumers (docs/STYLE.md, "Set no global flags").
 add_library(metron_warnings INTERFACE)
 add_library(metron::warnings ALIAS metron_warnings)
 target_compile_options(metron_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wsign-conversion
     -Wnon-virtual-dtor -Wold-style-cast -Woverloaded-virtual -Wimplicit-fallthrough
     # Designated initializers that leave members at their defaults (`Task{.rank = r, .op = ...}`,
-    # STYLE.md E1) are the intended style, not a mistake.
+    # docs/STYLE.md E1) are the intended style, not a mistake.
     -Wno-missing-field-initializers>
   # -Wnull-dereference only where it is precise: GCC 12 reports "potential null pointer
   # dereference" inside libstdc++'s streambuf for any std::istreambuf_iterator read at -O2/-O3.

@@ -17,7 +17,7 @@ MAIN_JOB=(build/release/cli/metron plan)
 
 # Debian packages metron builds with. CUDA is not among them: it is used when present.
 PACKAGES=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git)
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git python3)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -57,7 +57,7 @@ install_packages() {
     apt-get -o DPkg::Lock::Timeout=600 install -y --no-install-recommends "${missing[@]}"
 }
 
-tool() {  # tool NAME: prefers the version-14 binary that STYLE.md's rules were written against
+tool() {  # tool NAME: prefers the version-14 binary that docs/STYLE.md's rules were written against
   if command -v "$1-14" >/dev/null; then echo "$1-14"; else echo "$1"; fi
 }
 

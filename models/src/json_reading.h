@@ -52,7 +52,7 @@ auto read_document(std::string_view text, const std::string& source, Read read) 
 }
 
 /// One JSON object being read: remembers the keys consumed, so that finish() can count the rest
-/// as unknown keys in the Diagnostics (STYLE.md, Errors §8).
+/// as unknown keys in the Diagnostics (docs/STYLE.md, Errors §8).
 class ObjectReader {
  public:
   ObjectReader(const Json& object, std::string path, Diagnostics* diagnostics);

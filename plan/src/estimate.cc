@@ -13,7 +13,7 @@
 #include "metron/models/stage_cost_model.h"
 #include "metron/pipeline/placement.h"
 #include "metron/pipeline/registry.h"
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 #include "stash_peak.h"
 
 namespace metron::plan {
@@ -130,7 +130,7 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
     p->backward_weight.push_back((costs.splits_backward() ? costs.backward_weight[s] : 0.0) + w);
   }
   p->p2p = costs.p2p;
-  // The buffers plan::build_step gives the lowering (its Note [building a step]).
+  // The buffers scenario::build_step gives the lowering (its Note [building a step]).
   const models::LayerShape shape = models::layer_shape(request_.model, mp);
   p->stash = {.activation = static_cast<double>(static_cast<std::int64_t>(
                   layers * models::layer_activation_bytes(request_.model, shape, mp.recompute))),
@@ -229,7 +229,9 @@ Estimate Estimator::estimate(const Candidate& c) const {
   // (all but possibly the rank's last). Interleaved 1F1B (Note [batched interleaved
   // exchanges]): the w warm-up forwards and every backward but those of stage 0; a steady
   // forward's output waits for the call after the next backward, so it adds nothing.
-  if (p2p_mode(ScheduleChoice{.name = spec.name}) == lowering::P2PMode::kBatched && p > 1) {
+  if (scenario::p2p_mode(scenario::ScheduleChoice{.name = spec.name}) ==
+          lowering::P2PMode::kBatched &&
+      p > 1) {
     for (std::int32_t r = 0; r < p; ++r) {
       const auto ri = static_cast<std::size_t>(r);
       double blocking = 0;

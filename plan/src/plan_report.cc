@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "metron/base/json_layout.h"
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 
 namespace metron::plan {
 namespace {

@@ -6,12 +6,12 @@
 
 #include "metron/base/error.h"
 #include "metron/pipeline/registry.h"
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 
 namespace metron::plan {
 
 PlanRequest default_plan_request() {
-  const Scenario s = default_scenario();
+  const scenario::Scenario s = scenario::default_scenario();
   PlanRequest r;
   r.model = *s.model;
   r.hardware = s.hardware;

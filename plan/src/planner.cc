@@ -14,7 +14,7 @@
 #include "metron/base/error.h"
 #include "metron/base/parallel_for.h"
 #include "metron/plan/estimate.h"
-#include "metron/plan/evaluation.h"
+#include "metron/scenario/evaluation.h"
 #include "metron/sim/simulator.h"
 
 namespace metron::plan {
@@ -88,13 +88,13 @@ struct Simulated {
 };
 
 /// The pipeline rank with the highest simulated memory (symmetric mode: rank = pipeline rank).
-std::int32_t peak_rank(const Evaluation& e) {
+std::int32_t peak_rank(const scenario::Evaluation& e) {
   const auto& peaks = e.peak_memory_bytes;
   return static_cast<std::int32_t>(std::max_element(peaks.begin(), peaks.end()) - peaks.begin()) %
          std::max<std::int32_t>(1, e.step.pipeline_ranks);
 }
 
-PlannedConfig planned(const Candidate& c, const Evaluation& e, const Estimate& estimate,
+PlannedConfig planned(const Candidate& c, const scenario::Evaluation& e, const Estimate& estimate,
                       const PlanRequest& r) {
   PlannedConfig p;
   p.candidate = c;
@@ -197,7 +197,7 @@ class Search {
       std::optional<Simulated> done;
       std::optional<Drop> drop;
       try {
-        const Evaluation e = evaluate(to_scenario(r_, candidates_[k]));
+        const scenario::Evaluation e = scenario::evaluate(to_scenario(r_, candidates_[k]));
         PlannedConfig p = planned(candidates_[k], e, estimate, r_);
         if (p.peak_memory_bytes > usable) {
           drop = Drop{.reason = DropReason::kMemory,

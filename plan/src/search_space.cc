@@ -370,8 +370,8 @@ std::string describe(const Candidate& c) {
   return out;
 }
 
-Scenario to_scenario(const PlanRequest& request, const Candidate& c) {
-  Scenario s;
+scenario::Scenario to_scenario(const PlanRequest& request, const Candidate& c) {
+  scenario::Scenario s;
   s.model = request.model;
   s.hardware = request.hardware;
   s.gpus = c.parallel.gpus();

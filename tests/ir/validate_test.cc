@@ -1,5 +1,5 @@
 // Every validation problem the graph builder reports, with its message. Expectations are written
-// from the contract (ARCHITECTURE.md, "The task-graph contract"), not copied from output.
+// from the contract (docs/ARCHITECTURE.md, "The task-graph contract"), not copied from output.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

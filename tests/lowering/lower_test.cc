@@ -20,7 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-// Megatron 1F1B, p = 2, m = 3 (SCHEDULES.md §1.3).
+// Megatron 1F1B, p = 2, m = 3 (docs/SCHEDULES.md §1.3).
 constexpr const char* kOneFOneB =
     "rank 0: 0F0 0F1 0B0 0F2 0B1 0B2\n"
     "rank 1: 1F0 1B0 1F1 1B1 1F2 1B2\n";

@@ -2,7 +2,7 @@
 // the schedule accepts the combination. Every order validates (one F and one B, or one I and
 // one W, per stage and microbatch; F before I before W; it completes when run), round-trips
 // through the text and CSV forms, and lowers to a graph that validates and cannot deadlock.
-// With unit times, makespan and peak in-flight activations match SCHEDULES.md section 5.
+// With unit times, makespan and peak in-flight activations match docs/SCHEDULES.md §5.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -113,7 +113,7 @@ INSTANTIATE_TEST_SUITE_P(Schedules, EverySchedule, ::testing::ValuesIn(schedules
                            return name;
                          });
 
-// --- section 5 formulas, unit times ----------------------------------------------------------
+// --- §5 formulas, unit times ----------------------------------------------------------
 
 constexpr pipeline::ActionTimes kFandB{.forward = 1, .backward = 2};  // F = 1, B = 2F
 constexpr pipeline::ActionTimes kFIW{.forward = 1, .backward_input = 1, .backward_weight = 1};
@@ -178,7 +178,7 @@ TEST(ScheduleFormulas, ZeroBubbleVHasNoBubbleInTheStageSpan) {
           if (s.microbatches < 2 * s.pp) return;
           const pipeline::Timeline t = pipeline::time_order(order, kFIW);
           // Two chunks per rank, each F = I = W = 1: a rank's busy time is 2m(F + I + W); with
-          // ZB-V's V placement the longest per-rank span equals it (SCHEDULES.md 3.3).
+          // ZB-V's V placement the longest per-rank span equals it (docs/SCHEDULES.md §3.3).
           EXPECT_EQ(*std::max_element(t.span.begin(), t.span.end()), 2.0 * s.microbatches * 3.0);
         });
 }

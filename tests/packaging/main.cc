@@ -1,5 +1,7 @@
 // Uses metron's installed headers and libraries: builds a matched send/recv between two ranks,
-// then checks that an unmatched send is rejected with metron::InvalidGraph. Returns 0 on success.
+// then checks that an unmatched send is rejected with metron::InvalidGraph, and lowers a 1F1B
+// order through two of the schedules module's libraries (pipeline, lowering). Returns 0 on
+// success.
 
 #include <cstdio>
 #include <utility>
@@ -7,6 +9,8 @@
 #include "metron/base/error.h"
 #include "metron/ir/graph.h"
 #include "metron/ir/graph_builder.h"
+#include "metron/lowering/lowering.h"
+#include "metron/pipeline/registry.h"
 
 namespace {
 
@@ -48,6 +52,16 @@ int main() {
     return 1;
   } catch (const metron::InvalidGraph& e) {
     std::printf("consumer: unmatched send rejected as expected:\n%s\n", e.what());
+  }
+  // 1F1B over 2 ranks and 2 microbatches: per rank 2 F, 2 B and a STEP; per microbatch one
+  // activation and one gradient crossing the boundary, each a send and a receive: 10 + 8 tasks.
+  const ir::Graph lowered = metron::lowering::lower(
+      metron::pipeline::generate_order({.name = "1f1b", .pp = 2, .microbatches = 2}), {});
+  if (lowered.num_ranks() != 2 || lowered.num_tasks() != 18) {
+    std::fprintf(stderr,
+                 "consumer: expected a lowered 1F1B of 2 ranks and 18 tasks, got %d and %d\n",
+                 lowered.num_ranks(), lowered.num_tasks());
+    return 1;
   }
   std::printf("consumer: ok\n");
   return 0;

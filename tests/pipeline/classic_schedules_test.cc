@@ -1,5 +1,5 @@
 // Golden per-rank orders for no-pipelining, GPipe and Looped BFS, derived by hand from their
-// definitions (SCHEDULES.md §1.2, §2.2, §2.4; the derivation sits next to each expectation),
+// definitions (docs/SCHEDULES.md §1.2, §2.2, §2.4; the derivation sits next to each expectation),
 // their error paths, and sweeps through validate_order and time_order.
 
 #include <gmock/gmock.h>
@@ -120,12 +120,12 @@ TEST(ClassicSchedules, UnitTimeMakespanAndPeakActivationsMatchTheFormulas) {
     const std::int32_t p = s.pp, v = s.vp, m = s.microbatches;
     SCOPED_TRACE(testing::Message() << "p=" << p << " v=" << v << " m=" << m);
     if (v == 1) {
-      // GPipe (SCHEDULES.md §5): bubble (p-1)(F+B), so makespan (m+p-1)(F+B); peak m.
+      // GPipe (docs/SCHEDULES.md §5): bubble (p-1)(F+B), so makespan (m+p-1)(F+B); peak m.
       const Timeline t = time_order(gpipe(s), unit);
       EXPECT_DOUBLE_EQ(t.makespan, (m + p - 1) * 3.0);
       for (std::int32_t peak : t.peak_activations) EXPECT_EQ(peak, m);
     }
-    // Looped BFS: SCHEDULES.md §5 gives the interleaved bubble, (p-1)(F+B) with per-chunk
+    // Looped BFS: docs/SCHEDULES.md §5 gives the interleaved bubble, (p-1)(F+B) with per-chunk
     // times, once m >= p (by hand for p=2, v=2, m=2: r0 0F0[0,1] 0F1[1,2] 2F0[2,3] 2F1[3,4];
     // r1 1F0[1,2] 1F1[2,3] 3F0[3,4] 3F1[4,5] 3B1[5,7] 3B0[7,9]; r0 2B1[7,9] 2B0[9,11]; r1
     // 1B1[9,11] 1B0[11,13]; r0 0B1[11,13] 0B0[13,15] -> 15 = 3(m·v + p - 1)). Every chunk keeps

@@ -30,7 +30,7 @@ ScheduleSpec spec(std::int32_t pp, std::int32_t microbatches) {
   return {.name = "dualpipe", .pp = pp, .vp = 2, .microbatches = microbatches};
 }
 
-// Goldens, derived by hand from the eight steps of SCHEDULES.md §2.4 (DualPipeV) and §4.2
+// Goldens, derived by hand from the eight steps of docs/SCHEDULES.md §2.4 (DualPipeV) and §4.2
 // (DualPipe). Notation: s0/s1 the stages of phase 0/1; (xFa;yBb) an OVERLAP_F_B pair; W pops
 // the oldest pending I.
 //
@@ -255,7 +255,7 @@ TEST(DualPipe, EveryValidShapePassesValidateOrder) {
   }
 }
 
-// SCHEDULES.md §4.1-4.2 with F&B = F+B (no overlap gain) and W = F = B/2 (unit F): the
+// docs/SCHEDULES.md §4.1-4.2 with F&B = F+B (no overlap gain) and W = F = B/2 (unit F): the
 // README's bubble (PP/2-1)(F&B+B-3W) = 2(PP/2-1) units, PP the number of stages (p for
 // DualPipe, 2p for DualPipeV), is the idle time (span - busy) of the worst rank, the first and
 // last; and PP+1 chunk activations are alive at the peak on every rank.

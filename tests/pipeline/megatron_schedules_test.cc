@@ -1,5 +1,5 @@
 // Golden per-rank orders for Megatron's 1F1B, interleaved 1F1B and the pre-Nov-2024 interleaved
-// schedule, derived by hand from SCHEDULES.md §1.3–1.5 (the derivation sits next to each
+// schedule, derived by hand from docs/SCHEDULES.md §1.3–1.5 (the derivation sits next to each
 // expectation); every error path; a cross-check against an independent re-implementation of
 // PyTorch's ScheduleInterleaved1F1B (§2.4); and sweeps through validate_order and time_order.
 
@@ -225,8 +225,8 @@ TEST(Interleaved1F1BLegacy, RejectsMicrobatchesNotDivisibleByPpAndOtherGroupSize
 }
 
 // An independent re-implementation of PyTorch's ScheduleInterleaved1F1B compute order
-// (_calculate_single_rank_operations feeding _get_1f1b_rank_ops, SCHEDULES.md §2.4), without the
-// None bubbles. nullopt when PyTorch rejects m (m % rounds != 0).
+// (_calculate_single_rank_operations feeding _get_1f1b_rank_ops, docs/SCHEDULES.md §2.4), without
+// the None bubbles. nullopt when PyTorch rejects m (m % rounds != 0).
 std::optional<Order> pytorch_interleaved_order(std::int32_t p, std::int32_t v, std::int32_t m) {
   const std::int32_t rounds = std::max(1, m / p);
   if (m % rounds != 0) return std::nullopt;
@@ -252,7 +252,7 @@ std::optional<Order> pytorch_interleaved_order(std::int32_t p, std::int32_t v, s
 }
 
 TEST(Interleaved1F1B, EqualsPyTorchInterleavedWithGroupSizeMicrobatchesPerRound) {
-  // SCHEDULES.md §2.4: PyTorch's order equals Megatron's with N = mpr = m / max(1, m / p).
+  // docs/SCHEDULES.md §2.4: PyTorch's order equals Megatron's with N = mpr = m / max(1, m / p).
   int compared = 0;
   for (std::int32_t p = 2; p <= 6; ++p) {
     for (std::int32_t v = 2; v <= 4; ++v) {
@@ -308,7 +308,7 @@ TEST(MegatronSchedules, EveryAcceptedOrderValidatesAndOnlyInvalidSpecsAreRejecte
 constexpr ActionTimes kUnitTimes{.forward = 1, .backward = 2, .p2p = 0};
 
 TEST(OneFOneB, UnitTimeMakespanAndPeakActivationsMatchTheFormulas) {
-  // SCHEDULES.md §5: bubble (p-1)(F+B), so makespan (m+p-1)(F+B) = 3(m+p-1) with F=1, B=2
+  // docs/SCHEDULES.md §5: bubble (p-1)(F+B), so makespan (m+p-1)(F+B) = 3(m+p-1) with F=1, B=2
   // (checked by hand for p=2, m=2: r0 F0[0,1] F1[1,2]; r1 F0[1,2] B0[2,4]; r0 B0[4,6];
   // r1 F1[4,5] B1[5,7]; r0 B1[7,9] -> 9). Peak on rank r: min(p-r, m).
   for (std::int32_t p = 1; p <= 8; ++p) {
@@ -324,7 +324,7 @@ TEST(OneFOneB, UnitTimeMakespanAndPeakActivationsMatchTheFormulas) {
 }
 
 TEST(Interleaved1F1B, UnitTimeMakespanAndPeakActivationsMatchTheFormulas) {
-  // Per-chunk F=1, B=2: SCHEDULES.md §5's bubble (p-1)(F+B)/v in full-stage units is (p-1)·3
+  // Per-chunk F=1, B=2: docs/SCHEDULES.md §5's bubble (p-1)(F+B)/v in full-stage units is (p-1)·3
   // here, so makespan (m·v + p - 1)·3 (by hand for p=2, v=2, m=2: r0 0F0[0,1] 0F1[1,2]
   // 2F0[2,3] 2F1[3,4]; r1 1F0[1,2] 1F1[2,3] 3F0[3,4] 3B0[4,6] 3F1[6,7] 3B1[7,9]; r0 2B0[6,8]
   // 2B1[9,11]; r1 1B0[9,11] 1B1[11,13]; r0 0B0[11,13] 0B1[13,15] -> 15). It holds for every

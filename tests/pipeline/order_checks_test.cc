@@ -97,7 +97,7 @@ TEST(StageMicrobatches, DualPipeDirectionsSplitTheMicrobatches) {
 }
 
 TEST(StageRanks, LoopAndVPlacementsFollowTheDocumentedExamples) {
-  // SCHEDULES.md §2.3.
+  // docs/SCHEDULES.md §2.3.
   EXPECT_THAT(stage_ranks(Placement::kLoop, 4, 8), ElementsAre(0, 1, 2, 3, 0, 1, 2, 3));
   EXPECT_THAT(stage_ranks(Placement::kV, 2, 4), ElementsAre(0, 1, 1, 0));
   EXPECT_THAT(stage_ranks(Placement::kV, 4, 8), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));
@@ -117,7 +117,7 @@ TEST(TimeOrder, OneFOneBMatchesTheHandDrawnTimeline) {
   EXPECT_THAT(t.start[0], ElementsAre(0, 1, 4, 6, 7, 10));
   EXPECT_THAT(t.start[1], ElementsAre(1, 2, 4, 5, 7, 8));
   EXPECT_EQ(t.makespan, 12);
-  // (m + p - 1)(F + B) = 4 * 3 = 12, the 1F1B formula of SCHEDULES.md section 5.
+  // (m + p - 1)(F + B) = 4 * 3 = 12, the 1F1B formula of docs/SCHEDULES.md §5.
   EXPECT_EQ(t.makespan, (3 + 2 - 1) * (1 + 2));
   EXPECT_THAT(t.peak_activations, ElementsAre(2, 1));  // p - r
   EXPECT_THAT(t.busy, ElementsAre(9, 9));

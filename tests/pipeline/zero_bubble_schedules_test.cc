@@ -1,5 +1,5 @@
-// ZB-H1, ZB-H2 and ZB-V: golden orders derived by hand from the definitions (SCHEDULES.md §2.4,
-// §3; Note [zb-h2 definition] in zero_bubble_schedules.cc), error paths, and sweeps that
+// ZB-H1, ZB-H2 and ZB-V: golden orders derived by hand from the definitions (docs/SCHEDULES.md
+// §2.4, §3; Note [zb-h2 definition] in zero_bubble_schedules.cc), error paths, and sweeps that
 // validate every order and time it against the paper's formulas.
 
 #include <gmock/gmock.h>

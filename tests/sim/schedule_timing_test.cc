@@ -1,5 +1,5 @@
 // The simulator on lowered pipeline schedules (async p2p, transfers taking no time) against the
-// formulas of SCHEDULES.md section 5, and against schedules' own unit-time timing of the orders
+// formulas of docs/SCHEDULES.md §5, and against schedules' own unit-time timing of the orders
 // (order_checks.h, time_order) on every schedule.
 
 #include <gmock/gmock.h>

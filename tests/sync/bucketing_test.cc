@@ -1,5 +1,6 @@
 // The partitions of bucketing.h on small hand-made chunks. Every expected bucket is derived by hand
-// in the comment above it from the upstream rule quoted in SYNC_POLICIES.md; then comm group names.
+// in the comment above it from the upstream rule quoted in docs/SYNC_POLICIES.md; then comm group
+// names.
 
 #include "metron/sync/bucketing.h"
 

@@ -1,5 +1,5 @@
 // The PyTorch DDP lowering (Note [ddp sync] in sync_ddp.cc) on make_sync_step's small steps. Every
-// expected value is derived by hand in a comment from SYNC_POLICIES.md §1 and §2.
+// expected value is derived by hand in a comment from docs/SYNC_POLICIES.md §1 and §2.
 //
 // The default step: pp 1, 4 layers; layer l holds "layers.l.a" (100 elements) and "layers.l.b"
 // (10), registered a then b. Gradients of 2 bytes (bf16) unless said otherwise, so a = 200 bytes

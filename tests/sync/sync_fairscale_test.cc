@@ -1,6 +1,6 @@
 // fairscale ShardedDataParallel + OSS lowering (Note [fairscale sync] in sync_fairscale.cc,
-// SYNC_POLICIES.md §4) on small steps whose owners, reductions and broadcasts are derived by hand
-// in the comments.
+// docs/SYNC_POLICIES.md §4) on small steps whose owners, reductions and broadcasts are derived by
+// hand in the comments.
 //
 // Every layer holds tensors a (100 elements) and b (10), registered a then b; bf16 weights and
 // gradients (2 bytes); data parallel 2 with both replicas in the graph, so a reduce's or

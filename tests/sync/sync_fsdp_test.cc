@@ -1,5 +1,5 @@
-// FSDP1 / FSDP2 lowering (Note [fsdp sync] in sync_fsdp.cc, SYNC_POLICIES.md §6) on small steps
-// whose issue orders are derived by hand in the comments, from the hook rules of §6.1–6.2.
+// FSDP1 / FSDP2 lowering (Note [fsdp sync] in sync_fsdp.cc, docs/SYNC_POLICIES.md §6) on small
+// steps whose issue orders are derived by hand in the comments, from the hook rules of §6.1–6.2.
 //
 // Common step unless a test says otherwise: 1F1B, pp 1, 2 microbatches, 4 layers, every layer a
 // unit of tensors a (100) + b (10) = 110 elements, data parallel 2 (110 is already a multiple of

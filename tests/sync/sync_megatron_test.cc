@@ -1,6 +1,7 @@
 // The Megatron-LM DDP and distributed-optimizer lowering (Note [megatron sync] in
 // sync_megatron.cc) on make_sync_step's small steps. Every expected value is derived by hand in a
-// comment from SYNC_POLICIES.md §1 and §3 (and SCHEDULES.md §1.3–1.4, §1.7 for the schedules).
+// comment from docs/SYNC_POLICIES.md §1 and §3 (and docs/SCHEDULES.md §1.3–1.4, §1.7 for the
+// schedules).
 //
 // The default step: pp 1, 4 layers; layer l holds "layers.l.a" (100 elements) and "layers.l.b"
 // (10), registered a then b; bf16 weights (2 bytes), 2-byte gradients, data_parallel 2.
@@ -156,7 +157,7 @@ TEST(MegatronDdpSync, ExpertParametersAreReducedAsTheirOwnBufferOnTheirOwnGroup)
 
 // pp 2, 4 layers, 4 microbatches, no overlap: each rank's one buffer (layers 0-1 on rank 0, 2-3 on
 // rank 1; 220 elements = 440 bytes) is all-reduced on its group "dp<r>" in finish_grad_sync.
-// finalize_model_grads runs after the pipeline schedule returns (SCHEDULES.md §1.3 "finally":
+// finalize_model_grads runs after the pipeline schedule returns (docs/SCHEDULES.md §1.3 "finally":
 // after the cooldown, including its last send_backward), so the all-reduce depends on the rank's
 // last backward (B of microbatch 3) and is issued after every transfer of the rank, before the
 // step.
@@ -196,8 +197,8 @@ void expect_first_stage_hooks(const ir::Graph& g) {
 }
 
 // Without align_grad_reduce there is no grad_sync_func, so the last backward runs with sync enabled
-// on every stage (SCHEDULES.md §1.7): rank 1's single bucket is launched by its hook inside the
-// backward, right after it and before that backward's gradient is sent.
+// on every stage (docs/SCHEDULES.md §1.7): rank 1's single bucket is launched by its hook inside
+// the backward, right after it and before that backward's gradient is sent.
 TEST(MegatronDdpSync, OverlapWithoutAlignmentFiresHooksOnEveryStage) {
   const ir::Graph g =
       lower_with({.pp = 2, .microbatches = 4, .layers = 8}, {.policy = SyncPolicy::kMegatronDdp,
@@ -216,7 +217,7 @@ TEST(MegatronDdpSync, OverlapWithoutAlignmentFiresHooksOnEveryStage) {
 
 // With align_grad_reduce (the default), only the first stage reduces by hooks; the other stages
 // (one bucket each) launch their sync through grad_sync_func after the cooldown (§3.9,
-// SCHEDULES.md §1.3: after the last send_backward): rank 1's all-reduce depends on its last
+// docs/SCHEDULES.md §1.3: after the last send_backward): rank 1's all-reduce depends on its last
 // backward but is issued after every transfer of the rank, before the step.
 TEST(MegatronDdpSync, AlignedGradReduceLaunchesLaterStagesAfterTheCooldown) {
   const ir::Graph g = lower_with(
@@ -238,14 +239,15 @@ TEST(MegatronDdpSync, AlignedGradReduceLaunchesLaterStagesAfterTheCooldown) {
 
 // Interleaved 1F1B, pp 2, vp 2, 4 microbatches, 8 layers: stage s holds layers 2s, 2s+1; rank 0
 // holds stages 0 and 2 (chunks 0, 1), rank 1 stages 1 and 3 (looped placement).
-// Schedule (SCHEDULES.md §1.4, N = p = 2): virtual step k -> (microbatch, chunk) =
+// Schedule (docs/SCHEDULES.md §1.4, N = p = 2): virtual step k -> (microbatch, chunk) =
 //   0 (0,0) 1 (1,0) 2 (0,1) 3 (1,1) 4 (2,0) 5 (3,0) 6 (2,1) 7 (3,1);
 // backward step k runs chunk 1 − chunk_k:
 //   B0 (0,c1) B1 (1,c1) B2 (0,c0) B3 (1,c0) B4 (2,c1) B5 (3,c1) B6 (2,c0) B7 (3,c0).
 // A rank runs its backwards in step order (F[0..w), then F/B pairs, then the rest), so its n-th
 // backward task is step n. Chunk 1's last microbatch is backward step 5, chunk 0's step 7.
-// align_grad_reduce (§3.9, SCHEDULES.md §1.7): after backward step k, rank r launches the sync of
-// the chunk whose last microbatch was step k − r; chunks left over are flushed after the cooldown:
+// align_grad_reduce (§3.9, docs/SCHEDULES.md §1.7): after backward step k, rank r launches the sync
+// of the chunk whose last microbatch was step k − r; chunks left over are flushed after the
+// cooldown:
 //   rank 0: chunk 1 after step 5, chunk 0 after step 7;
 //   rank 1: chunk 1 after step 6 (k − 1 = 5), chunk 0 at k = 8 > 7: flushed after the cooldown.
 // Buckets (overlap_grad_reduce, bucket_size 110; §3.1 buckets only pp rank 0's chunk 0):

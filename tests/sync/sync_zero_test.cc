@@ -1,5 +1,5 @@
 // The DeepSpeed ZeRO lowering (Note [zero lowering] in sync_zero.cc) on make_sync_step's small
-// steps. Every expected value is derived by hand in a comment from SYNC_POLICIES.md §5.
+// steps. Every expected value is derived by hand in a comment from docs/SYNC_POLICIES.md §5.
 //
 // The default step: pp 1, 4 layers; layer l holds "layers.l.a" (100 elements) and "layers.l.b"
 // (10), registered a then b, so P = 440 elements. Gradient-ready order (zero_ipg_buckets): L3.b,

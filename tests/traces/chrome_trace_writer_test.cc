@@ -1,4 +1,4 @@
-// The Chrome trace writer: the exact bytes of TRACES.md §6.1, exact microseconds, sanitised
+// The Chrome trace writer: the exact bytes of docs/TRACES.md §6.1, exact microseconds, sanitised
 // strings, deterministic output, v2 flows, gzip, and traces the checker accepts.
 
 #include "metron/traces/chrome_trace_writer.h"

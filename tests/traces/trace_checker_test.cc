@@ -1,4 +1,4 @@
-// The trace checker (TRACES.md §4.4): a clean trace passes, and each deliberately broken trace
+// The trace checker (docs/TRACES.md §4.4): a clean trace passes, and each deliberately broken trace
 // fails with exactly the violation it was built to have.
 
 #include "metron/traces/trace_checker.h"
@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
 
-// A per-rank header written as TRACES.md §6.1 asks: metadata first, "rank": with a space.
+// A per-rank header written as docs/TRACES.md §6.1 asks: metadata first, "rank": with a space.
 const std::string kHeader =
     "{\n  \"schemaVersion\": 1,\n  \"distributedInfo\": {\"rank\": 2, \"world_size\": 4},\n"
     "  \"displayTimeUnit\": \"ns\",\n  \"otherData\": {},\n  \"traceEvents\": [\n";

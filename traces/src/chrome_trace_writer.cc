@@ -52,7 +52,7 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return length;
 }
 
-/// `s` as a JSON string literal in the form Perfetto reads back unchanged (TRACES.md §1.6,
+/// `s` as a JSON string literal in the form Perfetto reads back unchanged (docs/TRACES.md §1.6,
 /// "Strings"): control characters (C0, DEL, C1) dropped, quotes and backslashes escaped, other
 /// text as raw UTF-8 (Perfetto does not decode \u escapes), invalid bytes replaced by U+FFFD.
 void append_string(std::string& out, std::string_view s) {
@@ -119,7 +119,7 @@ void append_key(std::string& out, std::string_view key) {
   out += ": ";
 }
 
-/// `{"k": v, ...}`; arguments whose value is NaN or infinite are left out (TRACES.md §6.1).
+/// `{"k": v, ...}`; arguments whose value is NaN or infinite are left out (docs/TRACES.md §6.1).
 void append_args(std::string& out, const std::vector<Arg>& args) {
   out += '{';
   bool first = true;
@@ -165,7 +165,7 @@ std::string event_start(std::string_view ph) {
 }
 
 /// `{"ph": "M", "name": <what>, "pid": .., ["tid": ..,] "ts": 0.000, "args": {...}}`. ts 0 for
-/// Perfetto versions before 2026-02, which require ts on M events too (TRACES.md §1.4).
+/// Perfetto versions before 2026-02, which require ts on M events too (docs/TRACES.md §1.4).
 std::string metadata_event(std::string_view what, std::int64_t pid, const std::int64_t* tid,
                            const std::vector<Arg>& args) {
   std::string out = event_start("M");
@@ -273,7 +273,7 @@ std::vector<std::string> sorted_events(const TraceDocument& document) {
   return events;
 }
 
-/// The header keys in TRACES.md §6.1 order. Every key is followed by ": " so that HTA's rank
+/// The header keys in docs/TRACES.md §6.1 order. Every key is followed by ": " so that HTA's rank
 /// regex `"rank":\s+(\d+)` finds distributedInfo (§2.8).
 std::string header(const TraceDocument& document) {
   std::string out = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n";

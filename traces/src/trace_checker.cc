@@ -15,8 +15,8 @@
 #include "trace_text.h"
 #include "trace_values.h"
 
-// The rules are TRACES.md §4.4; each check cites the importer behaviour (§1.6, §2.8) that makes
-// the rule necessary. Every check collects: one broken event never hides another.
+// The rules are docs/TRACES.md §4.4; each check cites the importer behaviour (§1.6, §2.8) that
+// makes the rule necessary. Every check collects: one broken event never hides another.
 
 namespace metron::traces {
 namespace {

@@ -109,7 +109,7 @@ std::vector<std::string> check_chrome_trace_directory(const std::string& directo
       violations.push_back(name + ": " + v);
     }
     // HTA gives a file without a match rank 0, and a later file with the same rank replaces
-    // the earlier one (TRACES.md §2.8).
+    // the earlier one (docs/TRACES.md §2.8).
     const std::int64_t rank = detail::rank_hta_reads(text).value_or(0);
     const auto [it, inserted] = owner.emplace(rank, name);
     if (!inserted) {

@@ -20,7 +20,7 @@ struct RawFacts {
 
 RawFacts scan_raw_text(std::string_view text);
 
-/// The rank HTA reads: the first line matching `"rank":\s+(\d+)` (TRACES.md §2.8).
+/// The rank HTA reads: the first line matching `"rank":\s+(\d+)` (docs/TRACES.md §2.8).
 std::optional<std::int64_t> rank_hta_reads(std::string_view text);
 
 }  // namespace metron::traces::detail

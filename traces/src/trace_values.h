@@ -13,7 +13,7 @@ namespace metron::traces::detail {
 
 using Json = nlohmann::ordered_json;
 
-// Perfetto coerces pid and tid to uint32 (CoerceToUint32, TRACES.md §1.5).
+// Perfetto coerces pid and tid to uint32 (CoerceToUint32, docs/TRACES.md §1.5).
 constexpr std::int64_t kIdLimit = std::int64_t{1} << 32;
 
 inline std::string microseconds(std::int64_t ns) {

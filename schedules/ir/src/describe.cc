@@ -1,5 +1,6 @@
-// Human descriptions of tasks for error messages: they name rank, stage and microbatch (STYLE.md,
-// Errors §3) and must never index out of range, because validation describes broken graphs too.
+// Human descriptions of tasks for error messages: they name rank, stage and microbatch
+// (docs/STYLE.md, Errors §3) and must never index out of range, because validation describes broken
+// graphs too.
 
 #include <fmt/format.h>
 

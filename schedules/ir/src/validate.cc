@@ -1,6 +1,7 @@
 // Structural validation of a graph: references, streams, groups, issue order, dependencies,
-// cycles and buffers. Every problem is collected (STYLE.md, Errors §4); a task whose references
-// are broken is marked unusable so that later checks skip it instead of indexing out of range.
+// cycles and buffers. Every problem is collected (docs/STYLE.md, Errors §4); a task whose
+// references are broken is marked unusable so that later checks skip it instead of indexing out of
+// range.
 
 #include <fmt/format.h>
 

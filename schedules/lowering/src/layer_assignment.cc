@@ -1,5 +1,5 @@
-// assign_layers: which transformer layers each global stage holds (SCHEDULES.md §1.10), and the
-// pass that tags compute tasks with their stage's range.
+// assign_layers: which transformer layers each global stage holds (docs/SCHEDULES.md §1.10), and
+// the pass that tags compute tasks with their stage's range.
 //
 // Three exclusive ways, as in Megatron: an even split of `layers` over the stages; an explicit
 // count per stage (`per_stage`, optionally checked against `layers`); or Megatron's

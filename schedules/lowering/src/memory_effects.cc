@@ -1,4 +1,5 @@
-// add_memory_effects: the buffers of SCHEDULES.md §7.5 on a lowered graph; tasks keep their ids.
+// add_memory_effects: the buffers of docs/SCHEDULES.md §7.5 on a lowered graph; tasks keep their
+// ids.
 //
 // Note [pipeline memory effects], per rank and (stage, microbatch):
 //   - F allocates the activation stash (activation_bytes), used by the I or B of the same

@@ -1,4 +1,4 @@
-// add_p2p_async: PyTorch's _add_send_recv (SCHEDULES.md §2.5 step 4), action for action.
+// add_p2p_async: PyTorch's _add_send_recv (docs/SCHEDULES.md §2.5 step 4), action for action.
 //
 // Note [ASAP send/recv insertion]: a global round-robin over the ranks in ascending order. In one
 // sweep each rank looks at the head of its compute row and, when it is ready, emits it:

@@ -1,5 +1,5 @@
-// add_p2p_batched: Megatron's blocking p2p exchanges of non-interleaved 1F1B (SCHEDULES.md §1.3);
-// interleaved 1F1B (loop placement) is lowered in p2p_batched_interleaved.cc.
+// add_p2p_batched: Megatron's blocking p2p exchanges of non-interleaved 1F1B (docs/SCHEDULES.md
+// §1.3); interleaved 1F1B (loop placement) is lowered in p2p_batched_interleaved.cc.
 //
 // Note [batched p2p steps]: each rank's row is cut into compute actions and exchange *steps*. A
 // step issues its SEND and RECV tokens together and then blocks the host on each of them

@@ -1,5 +1,5 @@
 // add_p2p_batched for several stages per rank in loop placement (stage c·p + r on rank r):
-// Megatron's interleaved 1F1B without overlap_p2p_comm (SCHEDULES.md §1.4).
+// Megatron's interleaved 1F1B without overlap_p2p_comm (docs/SCHEDULES.md §1.4).
 //
 // Note [batched interleaved exchanges]: a rank runs virtual steps k = 0..T-1 (T = m·v) as Note
 // [megatron 1f1b shape] (megatron_schedules.cc) says, with warm-up w, and blocks in one exchange

@@ -1,4 +1,4 @@
-// Fill-drain and single-rank schedules (SCHEDULES.md §1.2, §2.2, §2.4), as per-rank compute
+// Fill-drain and single-rank schedules (docs/SCHEDULES.md §1.2, §2.2, §2.4), as per-rank compute
 // orders with loop placement (stage c·p + r on rank r).
 
 #include <fmt/format.h>

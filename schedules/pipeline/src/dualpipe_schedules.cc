@@ -1,4 +1,4 @@
-// DeepSeek DualPipe and DualPipeV (SCHEDULES.md §2.4, §4.2; upstream deepseek-ai/DualPipe
+// DeepSeek DualPipe and DualPipeV (docs/SCHEDULES.md §2.4, §4.2; upstream deepseek-ai/DualPipe
 // dualpipe.py / dualpipev.py and PyTorch ScheduleDualPipeV).
 //
 // Note [dualpipe steps]: both schedules run the same eight steps per rank, written with

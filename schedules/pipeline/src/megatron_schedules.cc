@@ -1,4 +1,4 @@
-// Megatron-LM's pipelined schedules (SCHEDULES.md §1.3–1.5), as per-rank compute orders.
+// Megatron-LM's pipelined schedules (docs/SCHEDULES.md §1.3–1.5), as per-rank compute orders.
 //
 // Note [megatron 1f1b shape]: every Megatron pipelined schedule runs a rank's virtual steps
 // k = 0..total-1 as `F[0..w)`, then `F[w+k] B[k]` for the remaining steps, then the leftover

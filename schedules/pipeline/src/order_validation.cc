@@ -34,7 +34,7 @@ const char* letter(ActionType type) {
   }
 }
 
-/// The rows, with a marker under the action at `at` (STYLE.md E4).
+/// The rows, with a marker under the action at `at` (docs/STYLE.md E4).
 std::string picture(const Order& order, Slot at) {
   std::string out;
   for (std::size_t r = 0; r < order.rows.size(); ++r) {

@@ -1,6 +1,6 @@
-// The Zero Bubble automatic scheduler's heuristic (Qi et al., ICLR 2024, §3.1; SCHEDULES.md §3.2):
-// a list scheduler that places F, I and W per stage under a memory limit, run for the 2³ flag
-// combinations, keeping the order with the smallest cost (longest per-stage span).
+// The Zero Bubble automatic scheduler's heuristic (Qi et al., ICLR 2024, §3.1; docs/SCHEDULES.md
+// §3.2): a list scheduler that places F, I and W per stage under a memory limit, run for the 2³
+// flag combinations, keeping the order with the smallest cost (longest per-stage span).
 //
 // Note [zb-auto heuristic]. Our reading of the paper's description; the repo's manual_order was
 // not available here to copy, so this is the same shape, not a transcription. One stage per rank:

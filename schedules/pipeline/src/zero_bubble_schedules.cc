@@ -1,5 +1,5 @@
 // The handcrafted Zero Bubble schedules: ZB-H1, ZB-H2 (Qi et al., ICLR 2024, §3.1) and ZB-V
-// (§6), as per-rank compute orders (SCHEDULES.md §2.4, §3). The automatic scheduler is in
+// (§6), as per-rank compute orders (docs/SCHEDULES.md §2.4, §3). The automatic scheduler is in
 // zb_auto.cc.
 
 #include <fmt/format.h>

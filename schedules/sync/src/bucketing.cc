@@ -1,6 +1,6 @@
-// The partitions of bucketing.h, one upstream system each (SYNC_POLICIES.md §2.2, §3.2, §4.1–4.2,
-// §5.2, §6). Shared here: input checks, building a Bucket from its members, the gradient-ready
-// order at layer granularity.
+// The partitions of bucketing.h, one upstream system each (docs/SYNC_POLICIES.md §2.2, §3.2,
+// §4.1–4.2, §5.2, §6). Shared here: input checks, building a Bucket from its members, the
+// gradient-ready order at layer granularity.
 
 #include "metron/sync/bucketing.h"
 

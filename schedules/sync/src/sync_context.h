@@ -12,7 +12,7 @@
 //
 // Streams: one per group kind and rank, named like the kind ("dp", "edp", "dp-intra", ...),
 // because ProcessGroupNCCL runs every collective of a communicator on that communicator's one
-// internal stream (SYNC_POLICIES.md §1.3): collectives of one group serialise in issue order
+// internal stream (docs/SYNC_POLICIES.md §1.3): collectives of one group serialise in issue order
 // whichever user stream issued them; different groups overlap.
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// PyTorch DistributedDataParallel (SYNC_POLICIES.md §2). Note [ddp sync]:
+// PyTorch DistributedDataParallel (docs/SYNC_POLICIES.md §2). Note [ddp sync]:
 //
 //   Every chunk is its own DDP module (torch.distributed.pipelining wraps each stage), all on the
 //   one data-parallel process group, so their buckets share the "dp" stream in issue order.

@@ -1,4 +1,4 @@
-// fairscale ShardedDataParallel + OSS (SYNC_POLICIES.md §4). Note [fairscale sync]:
+// fairscale ShardedDataParallel + OSS (docs/SYNC_POLICIES.md §4). Note [fairscale sync]:
 //
 //   One OSS optimizer holds the parameters of all the rank's chunks (registration order, chunk 0
 //   first) and partitions them over the data-parallel ranks (oss_partition); every chunk is its

@@ -1,4 +1,4 @@
-// PyTorch FSDP1 (FullyShardedDataParallel) and FSDP2 (fully_shard), SYNC_POLICIES.md §6.
+// PyTorch FSDP1 (FullyShardedDataParallel) and FSDP2 (fully_shard), docs/SYNC_POLICIES.md §6.
 // Note [fsdp sync]:
 //
 //   Every chunk is its own FSDP root (torch.distributed.pipelining wraps each stage module), with

@@ -1,4 +1,4 @@
-// Megatron-LM's DDP and distributed optimizer (SYNC_POLICIES.md §3). Note [megatron sync]:
+// Megatron-LM's DDP and distributed optimizer (docs/SYNC_POLICIES.md §3). Note [megatron sync]:
 //
 //   Buckets: megatron_buckets per chunk (dense then expert buffers), one bucket per group (no
 //   FP8). Bucketing is off (one bucket per buffer) without overlap_grad_reduce, on pipeline ranks
@@ -441,7 +441,7 @@ class MegatronPass {
     }
     if (forwards.empty()) return at(ctx_.chunk_tasks(p.rank, p.chunk).forward, 0);
     // The schedule calls param_sync_func for chunks 0 and 1 before its warm-up, ahead of the
-    // first receive (SCHEDULES.md §1.7).
+    // first receive (docs/SCHEDULES.md §1.7).
     if (p.chunk < 2) return ctx_.builder().data().issue_order[p.rank.index()].front();
     const auto r = static_cast<std::size_t>(ctx_.pipeline_rank(p.rank));
     for (std::size_t v = 0; v < forwards.size(); ++v) {

@@ -1,6 +1,6 @@
-// add_zero_sync, DeepSpeed ZeRO 1/2/3 (SYNC_POLICIES.md §5): resolves the options to DeepSpeed's
-// defaults and dispatches; and the helpers both ZeRO passes share. Note [zero lowering] is in
-// sync_zero.h.
+// add_zero_sync, DeepSpeed ZeRO 1/2/3 (docs/SYNC_POLICIES.md §5): resolves the options to
+// DeepSpeed's defaults and dispatches; and the helpers both ZeRO passes share. Note [zero lowering]
+// is in sync_zero.h.
 
 #include "sync_zero.h"
 

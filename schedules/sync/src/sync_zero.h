@@ -1,5 +1,5 @@
 #pragma once
-// add_zero_sync: DeepSpeed ZeRO stages 1, 2 and 3 (SYNC_POLICIES.md §5). Note [zero lowering]:
+// add_zero_sync: DeepSpeed ZeRO stages 1, 2 and 3 (docs/SYNC_POLICIES.md §5). Note [zero lowering]:
 //
 //   IPG buckets: zero_ipg_buckets per chunk (reduce_bucket_size elements, default 5e8), in
 //   gradient-ready order. Upstream reduces bucket k when the next gradient would overflow it; at

@@ -1,4 +1,4 @@
-// ZeRO-1 and ZeRO-2 (SYNC_POLICIES.md §5, Note [zero lowering] in sync_zero.h): IPG buckets
+// ZeRO-1 and ZeRO-2 (docs/SYNC_POLICIES.md §5, Note [zero lowering] in sync_zero.h): IPG buckets
 // all-reduced on the last (ZeRO-1) or every (ZeRO-2) microbatch, then the bit16 all-gather.
 
 #include <algorithm>

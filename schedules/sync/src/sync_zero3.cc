@@ -1,4 +1,4 @@
-// ZeRO-3 (SYNC_POLICIES.md §5, Note [zero lowering] in sync_zero.h): per-layer parameter
+// ZeRO-3 (docs/SYNC_POLICIES.md §5, Note [zero lowering] in sync_zero.h): per-layer parameter
 // gathers with DeepSpeed's prefetch, release and reuse distance, gradient reduce-scatters per IPG
 // bucket, and the persistent parameters' gather after the step.
 

@@ -1,6 +1,6 @@
 #pragma once
 // Non-fatal oddities met while reading input (an unknown JSON key, a clamped value). Libraries
-// record them here and return them with their result; they never print (STYLE.md, Errors §8).
+// record them here and return them with their result; they never print (docs/STYLE.md, Errors §8).
 
 #include <cstddef>
 #include <map>

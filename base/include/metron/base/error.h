@@ -1,5 +1,5 @@
 #pragma once
-// The one error hierarchy of metron (STYLE.md, "Errors"). Library code throws these and never
+// The one error hierarchy of metron (docs/STYLE.md, "Errors"). Library code throws these and never
 // exits; only cli/ catches them and turns them into `metron: error: ...` and an exit code.
 
 #include <cstddef>

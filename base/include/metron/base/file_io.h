@@ -1,6 +1,6 @@
 #pragma once
 // Reading input files with errors users understand, and writing outputs atomically so that a failed
-// run never leaves a half-written file behind (README, "nothing is lost").
+// run never leaves a half-written file behind (docs/STYLE.md, "Errors", item 10).
 
 #include <string>
 #include <string_view>

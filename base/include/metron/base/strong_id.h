@@ -1,5 +1,5 @@
 #pragma once
-// Strong integer ids: a TaskId cannot be passed where a RankId is expected (STYLE.md, Naming).
+// Strong integer ids: a TaskId cannot be passed where a RankId is expected (docs/STYLE.md, Naming).
 
 #include <compare>
 #include <cstddef>

@@ -1,7 +1,7 @@
 #pragma once
-// The kinds of work the cost models price. metron::models stands below the IR (STYLE.md: models
-// links the standard library only), so it names the work itself; the names are the IR's
-// (ir::Phase, ir::CollectiveOp), and the simulator maps one onto the other.
+// The kinds of work the cost models price. metron::models stands below the IR (docs/STYLE.md,
+// "Which way dependencies point": models links metron::base only), so it names the work itself; the
+// names are the IR's (ir::Phase, ir::CollectiveOp), and the simulator maps one onto the other.
 
 #include <optional>
 #include <string_view>

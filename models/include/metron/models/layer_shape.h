@@ -10,7 +10,7 @@
 
 namespace metron::models {
 
-/// The per-rank slice of a layer (SCHEDULES.md / Korthikanti et al. notation in comments).
+/// The per-rank slice of a layer (docs/SCHEDULES.md / Korthikanti et al. notation in comments).
 struct LayerShape {
   std::int64_t batch = 1;          ///< b: microbatch size
   std::int64_t seq = 1;            ///< s: full sequence length (cp splits it: seq / cp per rank)

@@ -21,11 +21,11 @@
 //   zero3 / fsdp1/2    model    model dtype  no              + weights    16/d
 //
 // The Megatron rows reproduce the table of Megatron's distributed-optimizer documentation
-// (SYNC_POLICIES.md §3.10: fp16/fp16 20 B and 4 + 16/d; bf16/fp32 18 B and 6 + 12/d; fp32/fp32
+// (docs/SYNC_POLICIES.md §3.10: fp16/fp16 20 B and 4 + 16/d; bf16/fp32 18 B and 6 + 12/d; fp32/fp32
 // 16 B and 8 + 8/d); the ZeRO rows are the ZeRO paper's K = 12 accounting (2 + 2 + 12 = 16 B).
 // megatron-ddp and megatron-distopt accumulate gradients in fp32 (Megatron does so for bf16 by
 // default); with fp16 weights they keep fp16 gradients plus an fp32 copy in the optimizer.
-// fairscale-sdp is OSS + ShardedDataParallel (SYNC_POLICIES.md §4): OSS shards the optimizer
+// fairscale-sdp is OSS + ShardedDataParallel (docs/SYNC_POLICIES.md §4): OSS shards the optimizer
 // state, while ShardedDDP's owners keep full-size gradients until the backward's reduces finish
 // and every rank keeps its bucketed ones, so its peak is zero1's. FSDP1 (FlatParameter) and FSDP2
 // (per-parameter DTensor) with FULL_SHARD / reshard_after_forward shard all three like ZeRO-3;
@@ -53,7 +53,7 @@
 namespace metron::models {
 
 /// How the data-parallel ranks hold model state (Note [model state bytes]): one per system of
-/// SYNC_POLICIES.md, in the order of sync::SyncPolicy, whose memory it describes.
+/// docs/SYNC_POLICIES.md, in the order of sync::SyncPolicy, whose memory it describes.
 enum class StatePolicy {
   kDdp,
   kMegatronDdp,

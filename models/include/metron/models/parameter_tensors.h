@@ -1,8 +1,8 @@
 #pragma once
 // The parameter tensors one tensor-parallel rank holds for a model chunk, one by one, in module
-// registration order: what a data-parallel wrapper sees and buckets (SYNC_POLICIES.md §3.2, §5,
-// §6). The planner converts them field for field into sync::ParamTensor.
-// Note [parameter tensors]:
+// registration order: what a data-parallel wrapper sees and buckets (docs/SYNC_POLICIES.md §3.2,
+// §5, §6). The planner converts them field for field into sync::ParamTensor. Note [parameter
+// tensors]:
 //
 //   embedding (embedding = true)
 //     embedding.word               ⌈V/t⌉·h                vocab-parallel

@@ -24,15 +24,15 @@
 #include <vector>
 
 #include "metron/plan/plan_request.h"
-#include "metron/plan/scenario.h"
 #include "metron/plan/search_space.h"
+#include "metron/scenario/scenario.h"
 
 namespace metron::plan {
 
 /// One ranked configuration.
 struct PlannedConfig {
   Candidate candidate;
-  Scenario scenario;
+  scenario::Scenario scenario;
   std::int64_t gpus = 0;  ///< tp·pp·dp·cp
   double bound_s = 0;     ///< the lower bound it was admitted with
   double iteration_time_s = 0;

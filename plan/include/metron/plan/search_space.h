@@ -15,7 +15,7 @@
 
 #include "metron/models/parallel_spec.h"
 #include "metron/plan/plan_request.h"
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 #include "metron/sync/sync_policy.h"
 
 namespace metron::plan {
@@ -58,7 +58,7 @@ std::string describe(const Candidate& candidate);
 std::string family_of(const Candidate& candidate);
 
 /// The complete scenario of `candidate` under `request` (sync knobs from planner_sync_options).
-Scenario to_scenario(const PlanRequest& request, const Candidate& candidate);
+scenario::Scenario to_scenario(const PlanRequest& request, const Candidate& candidate);
 
 /// A family of configurations dropped, e.g. {kLayers, "pp=2", "layers (105) not divisible by
 /// pp·vp = 2", 0}: a rule that fails at an outer level drops the family below it uncounted

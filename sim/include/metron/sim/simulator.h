@@ -1,7 +1,7 @@
 #pragma once
 // The discrete-event simulator: interprets any validated ir::Graph under the ordering rules of
-// ARCHITECTURE.md (ir/ordering.h, Note [ordering rules]) with given task durations, and reports
-// when every task ran and what each rank did. Note [simulation semantics]:
+// docs/ARCHITECTURE.md (ir/ordering.h, Note [ordering rules]) with given task durations, and
+// reports when every task ran and what each rank did. Note [simulation semantics]:
 //
 //   Time is integer nanoseconds. The ordering rules are ir::OrderingState's (ir/ordering.h,
 //   Note [ordering rules]), the same state machine the static deadlock check drives with unit

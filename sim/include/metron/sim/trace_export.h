@@ -1,6 +1,6 @@
 #pragma once
-// The simulator's trace: one merged Chrome trace for all ranks in the layout of TRACES.md §6.3.
-// Note [simulator trace layout]:
+// The simulator's trace: one merged Chrome trace for all ranks in the layout of docs/TRACES.md
+// §6.3. Note [simulator trace layout]:
 //
 //   pid = rank, named "Rank R (pp=S tp=T dp=D)", sorted by R. Rows (tids, each named and sorted):
 //     1 host (host waits)   7 compute   20 tp   21 dp   22 pp-send   23 pp-recv   24 ep

@@ -1,6 +1,6 @@
 #pragma once
-// Writes a TraceDocument as Chrome trace JSON in the conventions of TRACES.md §6.1: object form
-// with the header keys first (schemaVersion, deviceProperties, distributedInfo,
+// Writes a TraceDocument as Chrome trace JSON in the conventions of docs/TRACES.md §6.1: object
+// form with the header keys first (schemaVersion, deviceProperties, distributedInfo,
 // baseTimeNanoseconds, displayTimeUnit, otherData, metadata) and `traceEvents` last; `": "` after
 // keys so HTA's regex finds `"rank": <n>`; timestamps in µs with 3 decimals (exact for integer
 // nanoseconds); names sanitised (no control characters, no \u escapes); M events for process and

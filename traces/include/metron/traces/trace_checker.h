@@ -1,6 +1,6 @@
 #pragma once
-// The trace validator metron owns (TRACES.md §4.4), run by the tests on every trace they produce
-// and by `metron check-trace`: the Perfetto importer's rules, and HTA's for per-rank files.
+// The trace validator metron owns (docs/TRACES.md §4.4), run by the tests on every trace they
+// produce and by `metron check-trace`: the Perfetto importer's rules, and HTA's for per-rank files.
 
 #include <string>
 #include <string_view>

@@ -1,6 +1,6 @@
 #pragma once
 // Plain trace events, independent of who produced them (simulator or executor) and of the file
-// format: what a Chrome/Perfetto trace shows (TRACES.md §1, §6). Times are integer nanoseconds
+// format: what a Chrome/Perfetto trace shows (docs/TRACES.md §1, §6). Times are integer nanoseconds
 // from the trace start; the writer turns them into the format's microseconds.
 
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 namespace metron::traces {
 
-/// An argument shown with an event: integers stay integers (TRACES.md §6.3 wants integer ids).
+/// An argument shown with an event: integers stay integers (docs/TRACES.md §6.3 wants integer ids).
 struct Arg {
   std::string key;
   std::variant<std::int64_t, double, std::string> value;
@@ -71,7 +71,7 @@ struct ThreadInfo {
   friend bool operator==(const ThreadInfo&, const ThreadInfo&) = default;
 };
 
-/// Everything one trace file holds (TRACES.md §6.1 header fields plus the events).
+/// Everything one trace file holds (docs/TRACES.md §6.1 header fields plus the events).
 struct TraceDocument {
   /// otherData / metadata: tool, version, parallel sizes, schedule, "simulator" or "executor"...
   std::vector<Arg> metadata;

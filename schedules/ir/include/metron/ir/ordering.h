@@ -3,7 +3,7 @@
 // of a graph: the static deadlock check drives it with unit costs, the simulator with modelled
 // durations. Drivers decide *when* tasks start and complete; this class decides *what may start*.
 //
-// Note [ordering rules] (ARCHITECTURE.md): a task may start when all of these hold
+// Note [ordering rules] (docs/ARCHITECTURE.md): a task may start when all of these hold
 //   1. its rank's host has issued it; the host issues in issue order and stops at a HostWait
 //      until the awaited task completes;
 //   2. the task before it on its stream has completed (streams are FIFOs);

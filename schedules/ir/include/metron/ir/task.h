@@ -1,7 +1,7 @@
 #pragma once
 // A task of the task graph: what one rank issues on one stream. Tasks carry work (flops, bytes,
 // shapes, tags), never durations: durations come from cost models, and the executor runs the
-// very same tasks for real (ARCHITECTURE.md, "The task-graph contract").
+// very same tasks for real (docs/ARCHITECTURE.md, "The task-graph contract").
 
 #include <cstdint>
 #include <optional>

@@ -11,7 +11,7 @@
 //   stream, after its last backward compute task and before its optimizer step (which waits for
 //   it). This is Megatron's DDP without overlap_grad_reduce (finalize_model_grads reduces after
 //   the whole backward) with all buckets as one collective — the baseline the sync policies of
-//   SYNC_POLICIES.md refine. With one replica the groups have one member: the simulator's
+//   docs/SYNC_POLICIES.md refine. With one replica the groups have one member: the simulator's
 //   symmetric mode, in which the collective's duration is charged for the real group.
 
 #include <cstdint>

@@ -1,8 +1,9 @@
 #pragma once
 // Lowering passes: small pure functions that take a schedule's compute Order to a validated
-// ir::Graph (ARCHITECTURE.md, "Schedules and policies"). Each is tested input -> expected output.
+// ir::Graph (docs/ARCHITECTURE.md, "Schedules and policies"). Each is tested input -> expected
+// output.
 //
-//   Order order = generate_order(spec);
+//   pipeline::Order order = pipeline::generate_order(spec);
 //   ir::Graph g = lower(order, {.p2p = P2PMode::kAsync});
 //
 // The passes, in the order lower() chains them:

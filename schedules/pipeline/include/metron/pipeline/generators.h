@@ -1,7 +1,7 @@
 #pragma once
 // Every pipeline schedule generator. Each takes a ScheduleSpec and returns the per-rank compute
 // Order; an impossible spec throws InvalidConfig saying which constraint failed and what would
-// be valid (e.g. the nearest valid microbatch counts). Definitions: SCHEDULES.md; where it and
+// be valid (e.g. the nearest valid microbatch counts). Definitions: docs/SCHEDULES.md; where it and
 // upstream differ, upstream wins.
 
 #include "metron/pipeline/schedule_spec.h"

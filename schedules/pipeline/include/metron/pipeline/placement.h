@@ -1,5 +1,5 @@
 #pragma once
-// Stage -> rank placement (SCHEDULES.md §2.3): where each global stage of a schedule lives.
+// Stage -> rank placement (docs/SCHEDULES.md §2.3): where each global stage of a schedule lives.
 
 #include <cstdint>
 #include <vector>

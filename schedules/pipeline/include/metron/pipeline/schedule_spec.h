@@ -18,7 +18,7 @@ struct StageTimes {
   double p2p = 0;                       ///< one point-to-point transfer
 };
 
-/// The inputs every generator takes (SCHEDULES.md notation: p = pp, v = vp, m = microbatches).
+/// The inputs every generator takes (docs/SCHEDULES.md notation: p = pp, v = vp, m = microbatches).
 struct ScheduleSpec {
   std::string name = "1f1b";
   std::int32_t pp = 1;            ///< pipeline ranks

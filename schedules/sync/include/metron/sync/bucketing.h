@@ -1,6 +1,6 @@
 #pragma once
 // How each data-parallel system partitions a chunk's parameters into the units it communicates:
-// buckets, shards, owners, wrapping units (SYNC_POLICIES.md §2.2, §3.2–3.3, §4, §5.2–5.3, §6).
+// buckets, shards, owners, wrapping units (docs/SYNC_POLICIES.md §2.2, §3.2–3.3, §4, §5.2–5.3, §6).
 // Pure functions of the tensor list; the sync-policy passes (sync_policy.h) turn their result into
 // collectives. Every function takes the chunk's tensors in registration order and returns buckets
 // whose `tensors` index into that list. Bad input (a negative numel, a non-positive size, world

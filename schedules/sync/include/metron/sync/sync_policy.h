@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel gradient and parameter synchronisation: each system of SYNC_POLICIES.md as a
+// Data-parallel gradient and parameter synchronisation: each system of docs/SYNC_POLICIES.md as a
 // named set of parameters, and the lowering pass that adds its collectives to a pipeline graph.
 // Note [sync policies]:
 //
@@ -54,7 +54,7 @@
 
 namespace metron::sync {
 
-/// The nine systems of SYNC_POLICIES.md.
+/// The nine systems of docs/SYNC_POLICIES.md.
 enum class SyncPolicy : std::uint8_t {
   kDdp,
   kMegatronDdp,
@@ -74,7 +74,7 @@ std::optional<SyncPolicy> parse_sync_policy(std::string_view name) noexcept;
 /// "ddp|megatron-ddp|...", for messages.
 std::string_view sync_policy_names() noexcept;
 
-/// Which iteration the graph describes (SYNC_POLICIES.md §1.6).
+/// Which iteration the graph describes (docs/SYNC_POLICIES.md §1.6).
 enum class Iteration : std::uint8_t {
   kSteady,  ///< from iteration 2 (3 for DDP static_graph) on
   kWarmup,  ///< the first: DDP's single bucket, Megatron's disabled pre-hooks and delayed grad

@@ -1,6 +1,6 @@
 // The sync policies in simulated steps: what the overlap options, the hardware queues and the
 // policies' sharding do to exposed communication, bytes on the wire and memory, against the
-// behaviour SYNC_POLICIES.md describes and the textbook volumes.
+// behaviour docs/SYNC_POLICIES.md describes and the textbook volumes.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,9 +13,9 @@
 #include "metron/models/memory_model.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/parameter_count.h"
-#include "metron/plan/evaluation.h"
+#include "metron/scenario/evaluation.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 namespace {
 
 using sync::SyncOptions;
@@ -214,4 +214,4 @@ TEST(SyncEvaluation, EveryPolicyGivesTheSameStepWithOneReplicaOrAll) {
 }
 
 }  // namespace
-}  // namespace metron::plan
+}  // namespace metron::scenario

@@ -1,6 +1,6 @@
 // Note [scenario JSON] (scenario.h): reading, writing and checking scenarios.
 
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 
 #include <nlohmann/json.hpp>
 #include <set>
@@ -15,7 +15,7 @@
 #include "metron/pipeline/registry.h"
 #include "sync_json.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 namespace {
 
 using detail::brief;
@@ -209,4 +209,4 @@ void validate(const Scenario& s) {
   (void)pipeline::find_schedule(s.schedule.name);
 }
 
-}  // namespace metron::plan
+}  // namespace metron::scenario

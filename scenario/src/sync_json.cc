@@ -7,7 +7,7 @@
 #include <tuple>
 #include <variant>
 
-namespace metron::plan::detail {
+namespace metron::scenario::detail {
 namespace {
 
 using sync::SyncOptions;
@@ -152,4 +152,4 @@ Json write_sync(const sync::SyncOptions& o) {
   return out;
 }
 
-}  // namespace metron::plan::detail
+}  // namespace metron::scenario::detail

@@ -33,7 +33,7 @@
 #include "metron/models/stage_costs.h"
 #include "metron/sync/sync_policy.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 
 /// The pipeline schedule and how its stages exchange tensors.
 struct ScheduleChoice {
@@ -82,4 +82,4 @@ std::string to_json(const Scenario& scenario);
 /// stages; a schedule the generator rejects is reported when the step is built.
 void validate(const Scenario& scenario);
 
-}  // namespace metron::plan
+}  // namespace metron::scenario

@@ -1,7 +1,7 @@
 // Scenarios (Note [scenario JSON]): the canonical JSON round-trips, and every malformed or
 // unknown piece is an error that names where it is.
 
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 
 #include "metron/base/error.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 namespace {
 
 using ::testing::HasSubstr;
@@ -128,4 +128,4 @@ TEST(Scenario, MegatronSchedulesDefaultToBatchedExchanges) {
 }
 
 }  // namespace
-}  // namespace metron::plan
+}  // namespace metron::scenario

@@ -1,6 +1,6 @@
 // Note [building a step] (step_builder.h).
 
-#include "metron/plan/step_builder.h"
+#include "metron/scenario/step_builder.h"
 
 #include <optional>
 #include <string>
@@ -22,7 +22,7 @@
 #include "metron/pipeline/registry.h"
 #include "metron/sync/sync_policy.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 namespace {
 
 /// The schedule's chunks per rank, and the parallel spec the cost and memory models see (whose
@@ -369,4 +369,4 @@ Step build_step(const Scenario& s, Replication replication) {
   return step;
 }
 
-}  // namespace metron::plan
+}  // namespace metron::scenario

@@ -5,11 +5,11 @@
 #include "json_paths.h"
 #include "metron/sync/sync_policy.h"
 
-namespace metron::plan::detail {
+namespace metron::scenario::detail {
 
 /// Reads a "sync" object; unknown keys and wrong values throw PathError naming "sync.<key>".
 sync::SyncOptions read_sync(const Json& v);
 /// The object to_json writes: the policy, then every knob that differs from its default.
 Json write_sync(const sync::SyncOptions& options);
 
-}  // namespace metron::plan::detail
+}  // namespace metron::scenario::detail

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-namespace metron::plan::detail {
+namespace metron::scenario::detail {
 
 using Json = nlohmann::ordered_json;
 
@@ -35,4 +35,4 @@ std::int64_t read_positive_int64(const Json& v, const std::string& path);
 /// true or false.
 bool read_bool(const Json& v, const std::string& path);
 
-}  // namespace metron::plan::detail
+}  // namespace metron::scenario::detail

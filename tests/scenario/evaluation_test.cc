@@ -1,7 +1,7 @@
-// Scenarios built and simulated end to end, against the schedule formulas of SCHEDULES.md §5 and
-// Megatron's FLOPs formula, and the symmetric mode against the full graph.
+// Scenarios built and simulated end to end, against the schedule formulas of docs/SCHEDULES.md §5
+// and Megatron's FLOPs formula, and the symmetric mode against the full graph.
 
-#include "metron/plan/evaluation.h"
+#include "metron/scenario/evaluation.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include "metron/models/model_presets.h"
 #include "metron/models/stage_costs.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 namespace {
 
 /// p stages with explicit F, B (ms), zero-time p2p posted ahead.
@@ -27,7 +27,7 @@ Scenario explicit_costs(const std::string& schedule, std::int64_t p, std::int64_
 }
 
 TEST(Evaluate, OneFOneBTakesMPlusPMinusOneSlotsWithExplicitCosts) {
-  // SCHEDULES.md §5: 1F1B's bubble is (p−1)(F+B); the step lasts (m+p−1)(F+B) = 11 · 3 ms.
+  // docs/SCHEDULES.md §5: 1F1B's bubble is (p−1)(F+B); the step lasts (m+p−1)(F+B) = 11 · 3 ms.
   const Evaluation e = evaluate(explicit_costs("1f1b", 4, 8, R"({"F": 1, "B": 2})"));
   EXPECT_DOUBLE_EQ(e.iteration_time_s, 33e-3);
   EXPECT_NEAR(e.bubble_fraction, 3.0 / 11.0, 1e-12);  // (p−1)/(m+p−1)
@@ -37,14 +37,14 @@ TEST(Evaluate, OneFOneBTakesMPlusPMinusOneSlotsWithExplicitCosts) {
 }
 
 TEST(Evaluate, ZeroBubbleVHasNoStageSpanBubbleWhenFIAndWAreEqual) {
-  // SCHEDULES.md §5: ZB-V's per-stage span is m(F+B) when F = I = W.
+  // docs/SCHEDULES.md §5: ZB-V's per-stage span is m(F+B) when F = I = W.
   const Evaluation e = evaluate(explicit_costs("zb-v", 4, 8, R"({"F": 1, "I": 1, "W": 1})"));
   ASSERT_TRUE(e.stage_span_bubble_rate.has_value());
   EXPECT_NEAR(*e.stage_span_bubble_rate, 0.0, 1e-12);
 }
 
 TEST(Evaluate, InterleavingDividesTheBubbleByTheChunks) {
-  // SCHEDULES.md §5: the bubble is (p−1)(F+B)/v with F, B a whole rank's times. Here p = 4,
+  // docs/SCHEDULES.md §5: the bubble is (p−1)(F+B)/v with F, B a whole rank's times. Here p = 4,
   // v = 2 chunk stages of F = 1, B = 2 ms each, so a rank's F + B = 6 ms and its bubble
   // 3 · 6 / 2 = 9 ms; its work is m · v · 3 = 48 ms: 57 ms in all.
   Scenario s = explicit_costs("interleaved-1f1b", 4, 8, R"({"F": 1, "B": 2})");
@@ -122,4 +122,4 @@ TEST(Evaluate, ThroughputAndMfuFollowMegatronsFormula) {
 }
 
 }  // namespace
-}  // namespace metron::plan
+}  // namespace metron::scenario

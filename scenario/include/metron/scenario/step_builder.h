@@ -29,10 +29,10 @@
 #include "metron/ir/graph.h"
 #include "metron/ir/graph_builder.h"
 #include "metron/models/stage_costs.h"
-#include "metron/plan/scenario.h"
+#include "metron/scenario/scenario.h"
 #include "metron/sim/simulator.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 
 enum class Replication {
   kSymmetric,  ///< one data-parallel replica, collectives charged for the whole group
@@ -54,4 +54,4 @@ struct Step {
 /// built (see validate(Scenario)) or a schedule that rejects the sizes.
 Step build_step(const Scenario& scenario, Replication replication = Replication::kSymmetric);
 
-}  // namespace metron::plan
+}  // namespace metron::scenario

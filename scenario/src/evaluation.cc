@@ -1,6 +1,6 @@
 // Note [step metrics] (evaluation.h).
 
-#include "metron/plan/evaluation.h"
+#include "metron/scenario/evaluation.h"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 
 #include "metron/models/compute_cost.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -170,4 +170,4 @@ std::string summary_text(const Evaluation& e) {
   return out + warnings;
 }
 
-}  // namespace metron::plan
+}  // namespace metron::scenario

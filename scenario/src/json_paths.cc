@@ -4,7 +4,7 @@
 
 #include <limits>
 
-namespace metron::plan::detail {
+namespace metron::scenario::detail {
 
 void fail(const std::string& path, const std::string& what) { throw PathError{path, what}; }
 
@@ -48,4 +48,4 @@ bool read_bool(const Json& v, const std::string& path) {
   return v.get<bool>();
 }
 
-}  // namespace metron::plan::detail
+}  // namespace metron::scenario::detail

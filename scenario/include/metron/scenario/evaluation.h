@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
-#include "metron/plan/scenario.h"
-#include "metron/plan/step_builder.h"
+#include "metron/scenario/scenario.h"
+#include "metron/scenario/step_builder.h"
 #include "metron/sim/simulator.h"
 
-namespace metron::plan {
+namespace metron::scenario {
 
 struct Evaluation {
   Scenario scenario;
@@ -57,4 +57,4 @@ std::string result_json(const Evaluation& evaluation);
 /// for each stage that does not fit).
 std::string summary_text(const Evaluation& evaluation);
 
-}  // namespace metron::plan
+}  // namespace metron::scenario

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "metron/base/file_io.h"
+#include "support/cli_runner.h"
 
 namespace metron {
 namespace {
@@ -26,39 +27,8 @@ const std::string kExample = kSource + "/examples/1f1b-2stage-dp2.json";
 const std::string kExampleText = kSource + "/examples/1f1b-2stage-dp2.txt";
 const std::string kData = kSource + "/tests/cli/data/";
 
-struct Outcome {
-  int code = -1;
-  std::string out;
-  std::string err;
-};
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("metron-cli-" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  /// Runs `metron <args>` through the shell, optionally feeding `input` on stdin.
-  Outcome metron(const std::string& args, const std::string& input = "") const {
-    const std::string out = (dir_ / "stdout").string();
-    const std::string err = (dir_ / "stderr").string();
-    std::string command = std::string(METRON_BINARY) + " " + args + " >" + out + " 2>" + err;
-    if (!input.empty()) {
-      write_file_atomically((dir_ / "stdin").string(), input);
-      command += " <" + (dir_ / "stdin").string();
-    }
-    const int status = std::system(command.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, read_file(out), read_file(err)};
-  }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  fs::path dir_;
-};
+using testing::Cli;
+using testing::Outcome;
 
 TEST_F(Cli, VersionAndHelpSucceed) {
   Outcome v = metron("--version");

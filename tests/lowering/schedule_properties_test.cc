@@ -21,17 +21,17 @@
 #include "metron/pipeline/registry.h"
 #include "support/schedule_sweep.h"
 
-namespace metron::lowering {
-
 // gtest prints parameters with this instead of dumping their bytes; argument-dependent lookup
-// finds it only outside the anonymous namespace.
+// finds it in the parameter's own namespace, and only outside an anonymous one.
 // The name is gtest's customisation point, hence not snake_case.
-void PrintTo(const pipeline::ScheduleInfo& info,
-             std::ostream* os);  // NOLINT(readability-identifier-naming)
-void PrintTo(const pipeline::ScheduleInfo& info,
-             std::ostream* os) {  // NOLINT(readability-identifier-naming)
-  *os << info.name;
-}
+namespace metron::pipeline {
+// NOLINTNEXTLINE(readability-identifier-naming)
+void PrintTo(const ScheduleInfo& info, std::ostream* os);
+// NOLINTNEXTLINE(readability-identifier-naming)
+void PrintTo(const ScheduleInfo& info, std::ostream* os) { *os << info.name; }
+}  // namespace metron::pipeline
+
+namespace metron::lowering {
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "metron/base/error.h"
@@ -26,7 +27,8 @@ std::size_t count_events(const std::string& file) {
 }
 
 void check_trace(const CheckTraceOptions& o) {
-  const bool directory = std::filesystem::is_directory(o.file);
+  std::error_code ec;  // a path that cannot be looked at is read, and reported, as a file
+  const bool directory = std::filesystem::is_directory(o.file, ec);
   const std::vector<std::string> violations =
       directory ? traces::check_chrome_trace_directory(o.file, {.hta = o.hta})
                 : traces::check_chrome_trace_file(o.file, {.hta = o.hta});

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "integer_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/models/compute_cost.h"
@@ -356,6 +357,7 @@ void add_cost_command(CLI::App& app) {
   cmd->add_flag("--ops", o->ops, "also list every op of the layer (in JSON: of every part)");
   cmd->add_flag("--json", o->json, "JSON instead of tables");
   cmd->add_option("-o,--output", o->output, "write to this file (atomically) instead of stdout");
+  check_integer_options(*cmd);
   cmd->callback([o] { run(*o); });
 }
 

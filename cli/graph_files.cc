@@ -39,13 +39,28 @@ GraphFormat graph_format(const std::string& path, const std::optional<std::strin
 ir::Graph load_graph(const std::string& path, const std::optional<std::string>& from,
                      Diagnostics& diagnostics) {
   const std::string content = read_file(path);
+  // An empty input is a mistake (a truncated download, the wrong file), not "a valid task graph
+  // with 0 ranks"; graphs built in code may still be empty.
+  if (content.find_first_not_of(" \t\r\n") == std::string::npos) {
+    throw ParseError(
+        source_name(path), 0, 0,
+        std::string(content.empty() ? "the input is empty" : "the input holds only whitespace") +
+            "; expected a task graph in the JSON, text or CSV form");
+  }
   GraphFormat format = graph_format(path, from);
   if (!from && path == "-" && looks_like_json(content)) format = GraphFormat::kJson;
   switch (format) {
     case GraphFormat::kJson:
       return ir::graph_from_json(content, source_name(path), &diagnostics);
-    case GraphFormat::kText:
-      return ir::rows_to_graph(ir::parse_rows(content, source_name(path)));
+    case GraphFormat::kText: {
+      const ir::ActionRows rows = ir::parse_rows(content, source_name(path));
+      if (rows.rows.empty()) {
+        throw ParseError(source_name(path), 0, 0,
+                         "the input has no \"rank <r>:\" line, only comments or groups; expected "
+                         "a task graph with at least one rank");
+      }
+      return ir::rows_to_graph(rows);
+    }
     case GraphFormat::kCsv:
       return ir::rows_to_graph(ir::parse_csv(content, source_name(path)));
   }

@@ -24,7 +24,11 @@ std::vector<std::string_view> split(std::string_view flag, std::string_view text
   while (true) {
     const std::size_t comma = text.find(',', start);
     const std::string_view item = text.substr(start, comma - start);
-    if (item.empty()) reject(flag, text, expected);
+    if (item.empty()) {
+      throw InvalidConfig(std::string(flag) + ": expected " + std::string(expected) + ", got '" +
+                          std::string(text) + "' with an empty element (number " +
+                          std::to_string(items.size() + 1) + ")");
+    }
     items.push_back(item);
     if (comma == std::string_view::npos) return items;
     start = comma + 1;
@@ -37,8 +41,11 @@ void add_once(std::vector<T>& values, const T& value) {
   if (std::find(values.begin(), values.end(), value) == values.end()) values.push_back(value);
 }
 
+/// The items as integers >= 1 of type Int (from_chars refuses what does not fit); `once` drops
+/// repeated values.
 template <class Int>
-std::vector<Int> parse_positive(std::string_view flag, std::string_view text) {
+std::vector<Int> parse_positive(std::string_view flag, std::string_view text, bool once = true) {
+  // from_chars refuses what does not fit Int, so an overflowing item gets the same message.
   constexpr std::string_view kExpected = "integers >= 1 separated by commas";
   std::vector<Int> values;
   for (const std::string_view item : split(flag, text, kExpected)) {
@@ -47,7 +54,11 @@ std::vector<Int> parse_positive(std::string_view flag, std::string_view text) {
     if (error != std::errc() || end != item.data() + item.size() || value < 1) {
       reject(flag, item, kExpected);
     }
-    add_once(values, value);
+    if (once) {
+      add_once(values, value);
+    } else {
+      values.push_back(value);
+    }
   }
   return values;
 }
@@ -60,6 +71,10 @@ std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_vie
 
 std::vector<std::int32_t> parse_small_size_list(std::string_view flag, std::string_view text) {
   return parse_positive<std::int32_t>(flag, text);
+}
+
+std::vector<std::int32_t> parse_int32_list(std::string_view flag, std::string_view text) {
+  return parse_positive<std::int32_t>(flag, text, false);
 }
 
 std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::string_view text) {

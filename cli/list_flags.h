@@ -1,6 +1,6 @@
 #pragma once
-// Comma-separated list flags of `metron plan` ("--tp 4,8", "--sync all"): each item checked, and
-// a bad one reported as InvalidConfig naming the flag and the item.
+// Comma-separated list flags ("--tp 4,8", "--sync all", "--layers-per-stage 6,7,7,4"): each item
+// checked, and a bad or empty one reported as InvalidConfig naming the flag and the item.
 
 #include <cstdint>
 #include <string>
@@ -17,6 +17,9 @@ std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_vie
 
 /// As parse_size_list, for 32-bit values (group-size multiples).
 std::vector<std::int32_t> parse_small_size_list(std::string_view flag, std::string_view text);
+
+/// "6,7,7,4" → {6, 7, 7, 4}: integers ≥ 1 that fit 32 bits, in order, repeats kept.
+std::vector<std::int32_t> parse_int32_list(std::string_view flag, std::string_view text);
 
 /// "none,selective" → recompute modes.
 std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::string_view text);

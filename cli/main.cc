@@ -6,11 +6,14 @@
 #include <cctype>
 #include <exception>
 #include <iostream>
+#include <new>
 
 #include "check_trace_command.h"
 #include "cost_command.h"
 #include "graph_command.h"
 #include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/base/temporary_file_guard.h"
 #include "plan_command.h"
 #include "presets_command.h"
 #include "schedule_command.h"
@@ -44,6 +47,9 @@ void reject_unknown_subcommand(CLI::App& app, const CLI::ParseError& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Ctrl-C or a scheduler's SIGTERM during a write must not leave `.NAME.tmp.PID.N` behind
+  // (Note [temporaries on signals] in base/src/temporary_file_guard.cc).
+  metron::remove_temporaries_on_signals();
   CLI::App app{
       "metron plans, simulates and validates distributed training of large models.\n"
       "A training step is one task graph; metron checks it, converts it, simulates it and\n"
@@ -81,6 +87,15 @@ int main(int argc, char** argv) {
     return report(message + "; run 'metron --help' for usage", kExitBadInput);
   } catch (const metron::Error& e) {
     return report(e.what(), e.is_input_error() ? kExitBadInput : kExitFailure);
+  } catch (const std::bad_alloc&) {
+    // Inputs are at most kMaxInputBytes each, so what exhausts memory is what the input asks
+    // for (a graph or a search too large for this machine): the user's to shrink.
+    return report(
+        "out of memory; the input needs more memory than this machine has (each input "
+        "file is at most " +
+            metron::format_byte_count(metron::kMaxInputBytes) +
+            "); expected a smaller graph, trace or search",
+        kExitBadInput);
   } catch (const std::exception& e) {
     return report(std::string("unexpected failure: ") + e.what(), kExitFailure);
   }

@@ -7,19 +7,22 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "integer_flags.h"
 #include "list_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#include "metron/models/limits.h"
 #include "metron/plan/plan_report.h"
 #include "metron/plan/planner.h"
 #include "metron/scenario/evaluation.h"
 #include "metron/sim/trace_export.h"
-#include "metron/traces/chrome_trace_writer.h"
+#include "output_files.h"
 #include "progress_bar.h"
 #include "spec_loading.h"
 #include "trace_metadata.h"
@@ -94,57 +97,86 @@ plan::PlanRequest request_of(const PlanFlags& f) {
   return r;
 }
 
-/// `name` in the --trace-dir folder, which is created when missing.
+/// `name` in the --trace-dir folder.
 std::string output_path(const PlanFlags& f, const std::string& name) {
-  std::error_code error;
-  std::filesystem::create_directories(f.trace_dir, error);
-  if (error) {
-    throw IoError("cannot create the folder '" + f.trace_dir + "': " + error.message());
-  }
   return (std::filesystem::path(f.trace_dir) / name).string();
 }
 
-/// Re-simulates the `k` best and writes their traces (the simulator's layout, as `simulate`).
-void write_traces(const PlanFlags& f, const plan::PlanResult& result) {
-  const std::size_t k = std::min(static_cast<std::size_t>(f.trace_top), result.ranked.size());
-  for (std::size_t i = 0; i < k; ++i) {
-    const scenario::Evaluation e = scenario::evaluate(result.ranked[i].scenario);
-    const std::string written = traces::write_chrome_trace(
-        output_path(f, fmt::format("plan-trace-{}.json", i + 1)),
-        sim::simulation_trace(e.step.graph, e.result, trace_metadata(e.scenario)));
-    if (!f.quiet) std::cout << fmt::format("  {:<9} #{:<3} {}\n", "trace", i + 1, written);
+/// The --trace-top and --save-scenario-top files the flags ask for, at most `k` of each.
+std::vector<NamedOutput> ranked_outputs(const PlanFlags& f, std::size_t traces,
+                                        std::size_t scenarios) {
+  std::vector<NamedOutput> out;
+  for (std::size_t i = 0; i < traces; ++i) {
+    out.push_back({"--trace-top", output_path(f, fmt::format("plan-trace-{}.json", i + 1))});
   }
+  for (std::size_t i = 0; i < scenarios; ++i) {
+    out.push_back(
+        {"--save-scenario-top", output_path(f, fmt::format("plan-scenario-{}.json", i + 1))});
+  }
+  return out;
 }
 
-void save_scenarios(const PlanFlags& f, const plan::PlanResult& result) {
-  const std::size_t k =
-      std::min(static_cast<std::size_t>(f.save_scenario_top), result.ranked.size());
-  for (std::size_t i = 0; i < k; ++i) {
-    const std::string path = output_path(f, fmt::format("plan-scenario-{}.json", i + 1));
-    write_file_atomically(path, scenario::to_json(result.ranked[i].scenario));
-    if (!f.quiet) std::cout << fmt::format("  {:<9} #{:<3} {}\n", "scenario", i + 1, path);
+/// Every output the flags ask for, named by flag, for check_distinct_outputs.
+std::vector<NamedOutput> all_outputs(const PlanFlags& f) {
+  std::vector<NamedOutput> out = {{"--csv", f.csv}, {"--json", f.json}};
+  for (NamedOutput& o : ranked_outputs(f, static_cast<std::size_t>(f.trace_top),
+                                       static_cast<std::size_t>(f.save_scenario_top))) {
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+void create_trace_dir(const PlanFlags& f) {
+  std::error_code error;
+  std::filesystem::create_directories(f.trace_dir, error);
+  if (error) {
+    throw IoError("--trace-dir: cannot create the folder '" + f.trace_dir +
+                  "': " + error.message());
   }
 }
 
 void run(const PlanFlags& f) {
   const plan::PlanRequest request = request_of(f);
+  // Checked before the search: a clash found after minutes of work would lose them.
+  check_distinct_outputs(all_outputs(f));
   ProgressBar bar(std::cerr, !f.quiet && ProgressBar::stderr_is_terminal());
   plan::PlanOptions options{.threads = f.threads, .exhaustive = f.exhaustive};
   options.progress = [&bar](const plan::PlanProgress& p) { bar.update(p.phase, p.done, p.total); };
   const plan::PlanResult result = plan::run_plan(request, options);
   bar.clear();
-  // Everything is computed before anything is written: a failure leaves no partial outputs.
-  const std::string csv = f.csv.empty() ? "" : plan::plan_csv(result);
-  const std::string json = f.json.empty() ? "" : plan::plan_json(request, result);
+  // Everything is computed before anything is written, and written all or nothing: a failure
+  // leaves no partial outputs.
+  std::vector<OutputFile> files;
+  if (!f.csv.empty()) files.push_back({f.csv, plan::plan_csv(result)});
+  if (!f.json.empty()) files.push_back({f.json, plan::plan_json(request, result)});
+  const std::size_t traces = std::min(static_cast<std::size_t>(f.trace_top), result.ranked.size());
+  const std::size_t scenarios =
+      std::min(static_cast<std::size_t>(f.save_scenario_top), result.ranked.size());
+  const std::vector<NamedOutput> ranked = ranked_outputs(f, traces, scenarios);
+  std::vector<TraceOutput> trace_files;
+  for (std::size_t i = 0; i < traces; ++i) {
+    // The k best simulated again for their traces (the simulator's layout, as `simulate`).
+    const scenario::Evaluation e = scenario::evaluate(result.ranked[i].scenario);
+    trace_files.push_back({ranked[i].path, sim::simulation_trace(e.step.graph, e.result,
+                                                                 trace_metadata(e.scenario))});
+  }
+  for (std::size_t i = 0; i < scenarios; ++i) {
+    files.push_back({ranked[traces + i].path, scenario::to_json(result.ranked[i].scenario)});
+  }
   if (!f.quiet) {
     std::cout << plan::ranked_table(request, result);
     if (f.explain) std::cout << "\n" << plan::explain_text(result);
     std::cout << plan::stats_line(result);
   }
-  write_traces(f, result);
-  save_scenarios(f, result);
-  if (!f.csv.empty()) write_file_atomically(f.csv, csv);
-  if (!f.json.empty()) write_file_atomically(f.json, json);
+  if (traces + scenarios > 0) create_trace_dir(f);
+  const std::vector<std::string> written = write_outputs(std::move(files), trace_files);
+  if (f.quiet) return;
+  for (std::size_t i = 0; i < written.size(); ++i) {
+    std::cout << fmt::format("  {:<9} #{:<3} {}\n", "trace", i + 1, written[i]);
+  }
+  for (std::size_t i = 0; i < scenarios; ++i) {
+    std::cout << fmt::format("  {:<9} #{:<3} {}\n", "scenario", i + 1, ranked[traces + i].path);
+  }
 }
 
 /// CLI11 checks with messages that say what is expected (CLI11's own print the range's limits).
@@ -261,10 +293,10 @@ void add_plan_command(CLI::App& app) {
       ->check(fraction_below_one());
   cmd->add_option("--top", f->top, "configurations to rank")
       ->capture_default_str()
-      ->check(integer_at_least(1));
+      ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
   cmd->add_option("--threads", f->threads, "threads (0 = every core)")
       ->capture_default_str()
-      ->check(integer_at_least(0));
+      ->check(integer_in(0, models::kMaxThreads));
   cmd->add_flag("--exhaustive", f->exhaustive,
                 "simulate every configuration that fits (no pruning by the bound; slow)");
   cmd->add_flag("--explain", f->explain, "list the dropped families and why");
@@ -274,15 +306,16 @@ void add_plan_command(CLI::App& app) {
       ->type_name("FILE");
   cmd->add_option("--trace-top", f->trace_top,
                   "simulate the K best again and write their traces, plan-trace-<rank>.json")
-      ->check(integer_at_least(0));
+      ->check(integer_in(0, models::kMaxRanked));
   cmd->add_option("--save-scenario-top", f->save_scenario_top,
                   "write the K best scenarios, plan-scenario-<rank>.json (for 'metron simulate')")
-      ->check(integer_at_least(0));
+      ->check(integer_in(0, models::kMaxRanked));
   cmd->add_option("--trace-dir", f->trace_dir,
                   "folder for --trace-top and --save-scenario-top files (created if missing)")
       ->type_name("DIR")
       ->capture_default_str();
   cmd->add_flag("-q,--quiet", f->quiet, "print nothing; only write the files asked for");
+  check_integer_options(*cmd);
   cmd->callback([f] { run(*f); });
 }
 

@@ -2,17 +2,21 @@
 
 #include <fmt/format.h>
 
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "collective_listing.h"
+#include "integer_flags.h"
+#include "list_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/ir/action_rows.h"
 #include "metron/ir/json_format.h"
 #include "metron/lowering/lowering.h"
+#include "metron/models/limits.h"
 #include "metron/pipeline/order_checks.h"
 #include "metron/pipeline/registry.h"
 #include "metron/pipeline/user_order.h"
@@ -26,11 +30,13 @@
 namespace metron::cli {
 namespace {
 
+constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
+
 struct ScheduleOptions {
   pipeline::ScheduleSpec spec;
   std::optional<std::int32_t> vp;
   std::optional<std::int32_t> layers;
-  std::vector<std::int32_t> layers_per_stage;
+  std::optional<std::string> layers_per_stage;
   std::optional<std::int32_t> first_stage_layers;
   std::optional<std::int32_t> last_stage_layers;
   std::optional<std::int32_t> encoder_decoder_split;
@@ -60,7 +66,9 @@ lowering::LoweringOptions lowering_options(const ScheduleOptions& o) {
                                  : lowering::P2PMode::kAsync;
   out.encoder_decoder_split = o.encoder_decoder_split;
   out.layers = {.layers = o.layers,
-                .per_stage = o.layers_per_stage,
+                .per_stage = o.layers_per_stage
+                                 ? parse_int32_list("--layers-per-stage", *o.layers_per_stage)
+                                 : std::vector<std::int32_t>{},
                 .first_stage = o.first_stage_layers,
                 .last_stage = o.last_stage_layers};
   return out;
@@ -83,6 +91,18 @@ pipeline::UserOrder read_user_order(const std::string& path) {
   return pipeline::user_order(csv ? ir::parse_csv(text, path) : ir::parse_rows(text, path));
 }
 
+/// Note [input limits]: the forwards of the order, microbatches·pp·vp, below their limit before
+/// the generator allocates them (each factor is already below its own limit, so none overflows).
+void check_order_size(const pipeline::ScheduleSpec& spec) {
+  const std::int64_t forwards = std::int64_t{spec.microbatches} * spec.pp * spec.vp;
+  if (forwards > models::kMaxPipelineActions) {
+    throw InvalidConfig(fmt::format(
+        "schedule: microbatches·pp·vp ({}·{}·{} = {}): expected at most {} (the limit of "
+        "forwards per pipeline and iteration)",
+        spec.microbatches, spec.pp, spec.vp, forwards, models::kMaxPipelineActions));
+  }
+}
+
 /// The order asked for, checked; `stages` is set to its number of global stages.
 pipeline::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
   if (!o.order_file.empty()) {
@@ -96,6 +116,7 @@ pipeline::Order make_order(ScheduleOptions& o, std::int32_t& stages) {
   }
   const pipeline::ScheduleInfo& info = pipeline::find_schedule(o.spec.name);
   o.spec.vp = o.vp.value_or(info.fixed_vp != 0 ? info.fixed_vp : 1);
+  check_order_size(o.spec);
   if (!o.scenario_file.empty()) o.spec.times = read_scenario_costs(o.scenario_file);
   pipeline::Order order = pipeline::generate_order(o.spec);
   // A generator bug must never reach the user as a plausible-looking schedule.
@@ -184,10 +205,12 @@ void add_schedule_command(CLI::App& app) {
   o->spec.pp = 0;
   o->spec.microbatches = 0;
   cmd->add_option("--pp", o->spec.pp, "pipeline ranks p (required unless --order)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--vp", o->vp, "chunks per rank v (default: 1, or 2 for V schedules)");
+      ->check(integer_in(1, models::kMaxGpus));
+  cmd->add_option("--vp", o->vp, "chunks per rank v (default: 1, or 2 for V schedules)")
+      ->check(integer_in(1, models::kMaxGpus));
   cmd->add_option("-m,--microbatches", o->spec.microbatches,
-                  "microbatches per iteration m (required unless --order)");
+                  "microbatches per iteration m (required unless --order)")
+      ->check(integer_in(1, models::kMaxMicrobatches));
   auto* order = cmd->add_option("--order", o->order_file,
                                 "a schedule of your own instead of --schedule: the text form "
                                 "(rank 0: 0F0 0F1 ...) or PyTorch's compute-only CSV (.csv)");
@@ -197,23 +220,29 @@ void add_schedule_command(CLI::App& app) {
       ->excludes(order);
   order->excludes(schedule);
   cmd->add_option("--group-size", o->spec.group_size,
-                  "interleaved 1F1B microbatch group size N (default p)");
+                  "interleaved 1F1B microbatch group size N (default p)")
+      ->check(integer_in(1, kMaxInt32));
   cmd->add_option("--memory-limit", o->spec.memory_limit,
                   "zb-auto: max pending backwards K, in microbatch activations of one stage "
-                  "(K = p: ZB-1p, K = 2p: ZB-2p; default p)");
-  auto* layers = cmd->add_option("--layers", o->layers, "transformer layers, split evenly");
+                  "(K = p: ZB-1p, K = 2p: ZB-2p; default p)")
+      ->check(integer_in(1, kMaxInt32));
+  auto* layers = cmd->add_option("--layers", o->layers, "transformer layers, split evenly")
+                     ->check(integer_in(1, models::kMaxLayers));
   auto* per_stage = cmd->add_option("--layers-per-stage", o->layers_per_stage,
                                     "layers of each stage, e.g. 6,7,7,4")
-                        ->delimiter(',');
+                        ->type_name("LIST");
   cmd->add_option("--first-stage-layers", o->first_stage_layers,
-                  "layers on the first stage (with --layers; the rest split evenly)");
+                  "layers on the first stage (with --layers; the rest split evenly)")
+      ->check(integer_in(0, models::kMaxLayers));
   cmd->add_option("--last-stage-layers", o->last_stage_layers,
-                  "layers on the last stage (with --layers; the rest split evenly)");
+                  "layers on the last stage (with --layers; the rest split evenly)")
+      ->check(integer_in(0, models::kMaxLayers));
   layers->excludes(per_stage);
   cmd->add_flag("--forward-only", o->spec.forward_only, "inference: forwards only");
   cmd->add_option("--encoder-decoder-split", o->encoder_decoder_split,
                   "encoder-decoder model (T5): first decoder stage; boundaries after it carry a "
-                  "second tensor (in the lowered graph, --format json)");
+                  "second tensor (in the lowered graph, --format json)")
+      ->check(integer_in(0, kMaxInt32));
   cmd->add_flag("--with-comms", o->with_comms, "add SEND_F/RECV_F/SEND_B/RECV_B");
   cmd->add_option("--p2p", o->p2p,
                   "with --with-comms: async (isend/irecv, overlap_p2p_comm) or batched (Megatron's "
@@ -239,6 +268,7 @@ void add_schedule_command(CLI::App& app) {
       "  metron schedule --order my-schedule.csv --with-comms --format json -o step.json\n"
       "  metron schedule --schedule 1f1b --pp 2 -m 4 --with-comms --sync megatron-distopt \\\n"
       "      --overlap-grad-reduce --overlap-param-gather --model llama2-7b --dp 8\n");
+  check_integer_options(*cmd);
   cmd->callback([o] { run_schedule(*o); });
 }
 

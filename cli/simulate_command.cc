@@ -1,10 +1,13 @@
 #include "simulate_command.h"
 
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "integer_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/pipeline/registry.h"
@@ -12,6 +15,7 @@
 #include "metron/scenario/scenario.h"
 #include "metron/sim/trace_export.h"
 #include "metron/traces/chrome_trace_writer.h"
+#include "output_files.h"
 #include "spec_loading.h"
 #include "sync_flags.h"
 #include "trace_metadata.h"
@@ -52,11 +56,21 @@ scenario::Scenario scenario_of(const SimulateOptions& o) {
   if (o.vp) p.vp = *o.vp;
   if (o.cp) p.cp = *o.cp;
   if (o.ep) p.ep = *o.ep;
+  if (o.sp && o.no_sp) {
+    throw InvalidConfig("--sp and --no-sp: expected one of them, got both");
+  }
   if (o.sp) p.sequence_parallel = true;
   if (o.no_sp) p.sequence_parallel = false;
   if (o.microbatch_size) p.microbatch_size = *o.microbatch_size;
   if (o.seq) p.seq_len = *o.seq;
   if (o.recompute) p.recompute = *models::parse_recompute(*o.recompute);
+  // Each sets the batch and drops the other (the other follows from microbatch size and dp), so
+  // giving both would silently let one win.
+  if (o.global_batch && o.microbatches) {
+    throw InvalidConfig(
+        "--global-batch and -m/--microbatches: expected one of them, got both (the other "
+        "follows from the microbatch size and dp)");
+  }
   if (o.global_batch) {
     p.global_batch = *o.global_batch;
     p.num_microbatches.reset();
@@ -90,30 +104,43 @@ scenario::Scenario scenario_of(const SimulateOptions& o) {
 }
 
 void run(const SimulateOptions& o) {
+  check_distinct_outputs(
+      {{"--json", o.json}, {"--trace", o.trace}, {"--save-scenario", o.save_scenario}});
   const scenario::Scenario scenario = scenario_of(o);
-  if (!o.save_scenario.empty()) write_file_atomically(o.save_scenario, scenario::to_json(scenario));
+  // Validated before anything is written, so that a bad scenario leaves no file behind.
+  scenario::validate(scenario);
+  std::vector<OutputFile> files;
+  if (!o.save_scenario.empty()) files.push_back({o.save_scenario, scenario::to_json(scenario)});
   const scenario::Replication replication =
       o.full ? scenario::Replication::kFull : scenario::Replication::kSymmetric;
   scenario::Evaluation evaluation;
   try {
     evaluation = scenario::evaluate(scenario, replication);
   } catch (const sim::SimulationDeadlock& deadlock) {
-    // Nothing is lost: the trace up to the deadlock is written before the error is reported.
+    // Nothing is lost: the trace up to the deadlock (and the scenario that deadlocked) are
+    // written before the error is reported.
+    std::optional<traces::TraceDocument> trace;
     if (!o.trace.empty()) {
       const scenario::Step step = scenario::build_step(scenario, replication);
-      traces::write_chrome_trace(
-          o.trace, sim::simulation_trace(step.graph, deadlock.partial(), trace_metadata(scenario)));
-      std::cerr << "metron: wrote the trace up to the deadlock to " << o.trace << "\n";
+      trace = sim::simulation_trace(step.graph, deadlock.partial(), trace_metadata(scenario));
     }
+    write_outputs(std::move(files),
+                  trace ? std::vector<TraceOutput>{{o.trace, *trace}} : std::vector<TraceOutput>{});
+    if (trace) std::cerr << "metron: wrote the trace up to the deadlock to " << o.trace << "\n";
     throw;
   }
-  std::cout << scenario::summary_text(evaluation);
-  if (!o.json.empty()) write_file_atomically(o.json, scenario::result_json(evaluation));
+  if (!o.json.empty()) files.push_back({o.json, scenario::result_json(evaluation)});
+  std::optional<traces::TraceDocument> trace;
   if (!o.trace.empty()) {
-    const std::string written = traces::write_chrome_trace(
-        o.trace,
-        sim::simulation_trace(evaluation.step.graph, evaluation.result, trace_metadata(scenario)));
-    std::cout << "  trace                 " << written << " (open in https://ui.perfetto.dev)\n";
+    trace =
+        sim::simulation_trace(evaluation.step.graph, evaluation.result, trace_metadata(scenario));
+  }
+  std::cout << scenario::summary_text(evaluation);
+  const std::vector<std::string> written =
+      write_outputs(std::move(files), trace ? std::vector<TraceOutput>{{o.trace, *trace}}
+                                            : std::vector<TraceOutput>{});
+  for (const std::string& path : written) {
+    std::cout << "  trace                 " << path << " (open in https://ui.perfetto.dev)\n";
   }
 }
 
@@ -152,8 +179,10 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--recompute", o->recompute, "none, selective or full")
       ->check(CLI::IsMember({"none", "selective", "full"}));
   cmd->add_option("--schedule", o->schedule, "pipeline schedule (see 'metron schedule --help')");
-  cmd->add_option("--group-size", o->group_size, "interleaved 1F1B's microbatch group size N");
-  cmd->add_option("--memory-limit", o->memory_limit, "zb-auto's memory limit");
+  cmd->add_option("--group-size", o->group_size, "interleaved 1F1B's microbatch group size N")
+      ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
+  cmd->add_option("--memory-limit", o->memory_limit, "zb-auto's memory limit")
+      ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
   cmd->add_option("--p2p", o->p2p, "batched (Megatron's default) or async")
       ->check(CLI::IsMember({"batched", "async"}));
   add_sync_flags(*cmd, o->sync);
@@ -164,6 +193,7 @@ void add_simulate_command(CLI::App& app) {
   cmd->add_option("--json", o->json, "write the result JSON here");
   cmd->add_option("--save-scenario", o->save_scenario,
                   "write the scenario these flags describe, as JSON");
+  check_integer_options(*cmd);
   cmd->callback([o] { run(*o); });
 }
 

@@ -12,7 +12,9 @@
 namespace metron::cli {
 
 /// `arg` as a preset name, or, when it names an existing file or ends in ".json", the model spec
-/// in that file. Unknown names throw InvalidConfig listing the presets.
+/// in that file. Unknown names throw InvalidConfig listing the presets; an unknown key in the
+/// file throws ParseError naming the file, the key, the valid keys and the nearest of them (as a
+/// scenario does).
 models::ModelSpec load_model(const std::string& arg);
 
 /// As load_model, for machines.

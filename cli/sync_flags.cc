@@ -1,9 +1,14 @@
 #include "sync_flags.h"
 
+#include <limits>
 #include <string>
+
+#include "integer_flags.h"
 
 namespace metron::cli {
 namespace {
+
+constexpr std::int64_t kMaxInt32 = std::numeric_limits<std::int32_t>::max();
 
 /// A CLI11 validator accepting the names `parse` knows.
 template <class Parse>
@@ -51,7 +56,8 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
              f.overlap_param_gather_with_optimizer_step,
              "megatron-distopt, interleaved: gather chunk 0 right after its optimizer step");
   g.add_option("--dist-opt-instances", f.instances,
-               "megatron-distopt: num_distributed_optimizer_instances (1)");
+               "megatron-distopt: num_distributed_optimizer_instances (1)")
+      ->check(integer_in(1, kMaxInt32));
   add_switch(g, "grad-reduce-in-fp32", f.grad_reduce_in_fp32,
              "megatron: reduce gradients in fp32 (default: on for bf16, as Megatron)");
   g.add_flag("--no-align-grad-reduce", f.no_align_grad_reduce,
@@ -65,7 +71,8 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
   g.add_flag("--no-reshard-after-forward", f.no_reshard_after_forward,
              "fsdp2: keep gathered parameters from forward to backward");
   g.add_option("--hsdp-shard-size", f.hsdp_shard_size,
-               "fsdp: ranks per shard group for HYBRID_SHARD / HSDP");
+               "fsdp: ranks per shard group for HYBRID_SHARD / HSDP")
+      ->check(integer_in(1, kMaxInt32));
   g.add_option("--zero-prefetch-bucket-size", f.zero_prefetch_bucket_size,
                "zero3: stage3_prefetch_bucket_size (5e7 elements)");
   g.add_option("--zero-param-persistence-threshold", f.zero_param_persistence_threshold,

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -36,7 +37,16 @@ void parallel_for(std::int64_t n, std::int32_t threads,
     }
   };
   std::vector<std::thread> pool;
-  for (std::int64_t t = 1; t < workers; ++t) pool.emplace_back(work);
+  for (std::int64_t t = 1; t < workers; ++t) {
+    // A machine that refuses more threads (ulimit -u, cgroup pids.max) leaves the work to the
+    // threads already started: the results are the same, only slower. Letting the exception
+    // escape here would destroy joinable threads, which terminates the process.
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (first) std::rethrow_exception(first);

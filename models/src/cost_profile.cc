@@ -13,6 +13,7 @@
 #include "metron/base/error.h"
 #include "metron/base/json_error_text.h"
 #include "metron/base/json_layout.h"
+#include "metron/models/limits.h"
 #include "spec_checks.h"
 
 namespace metron::models {
@@ -52,8 +53,17 @@ Enum read_name(const Json& v, const std::string& path, const Enum (&values)[N], 
   return *value;
 }
 
+// At most a day (Note [input limits]): a larger time is a typo, and it would overflow the
+// simulator's integer nanoseconds once summed over a step.
 double read_seconds(ObjectReader& in) {
-  return read_non_negative_number(in.required("time_ms"), in.path_of("time_ms")) / kMsPerSecond;
+  const double ms = read_non_negative_number(in.required("time_ms"), in.path_of("time_ms"));
+  if (ms > kMaxTaskSeconds * kMsPerSecond) {
+    fail(in.path_of("time_ms"),
+         "expected at most " +
+             std::to_string(static_cast<std::int64_t>(kMaxTaskSeconds * kMsPerSecond)) +
+             " ms (a day, the limit of one task's time), got " + brief(in.required("time_ms")));
+  }
+  return ms / kMsPerSecond;
 }
 
 // The milliseconds to write for `seconds`, chosen so that reading them back (ms / 1000) gives

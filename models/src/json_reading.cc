@@ -85,25 +85,73 @@ std::string ObjectReader::path_of(std::string_view key) const {
 }
 
 const Json* ObjectReader::find(std::string_view key) {
+  if (std::find(known_.begin(), known_.end(), key) == known_.end()) known_.emplace_back(key);
   const auto it = object_.find(key);
   if (it == object_.end()) return nullptr;
   used_.emplace_back(key);
   return &*it;
 }
 
+namespace {
+
+/// Levenshtein distance, for "did you mean": keys are short, so the quadratic table is cheap.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+/// "; expected one of "a", "b"[; did you mean "a"?]" for an unknown `key`.
+std::string known_keys_hint(const std::string& key, const std::vector<std::string>& known) {
+  if (known.empty()) return "";
+  std::string out = "; expected one of ";
+  // A typo is at most a third of the key away (two edits for a short key).
+  std::size_t best = std::max<std::size_t>(2, key.size() / 3) + 1;
+  const std::string* nearest = nullptr;
+  for (const std::string& k : known) {
+    out += (&k == &known.front() ? "\"" : ", \"") + k + "\"";
+    const std::size_t d = edit_distance(key, k);
+    if (d < best) {
+      best = d;
+      nearest = &k;
+    }
+  }
+  if (nearest != nullptr) out += "; did you mean \"" + *nearest + "\"?";
+  return out;
+}
+
+}  // namespace
+
 const Json& ObjectReader::required(std::string_view key) {
   const Json* value = find(key);
-  if (value == nullptr) {
-    fail(path_.empty() ? "top level" : path_, "missing key \"" + std::string(key) + "\"");
+  if (value != nullptr) return *value;
+  // A misspelt required key is missing and unknown at once: name the likely typo.
+  std::string hint;
+  for (const auto& item : object_.items()) {
+    const bool asked = std::find(known_.begin(), known_.end(), item.key()) != known_.end();
+    if (!asked && edit_distance(item.key(), key) <= std::max<std::size_t>(2, key.size() / 3)) {
+      hint = " (is \"" + item.key() + "\" a typo?)";
+      break;
+    }
   }
-  return *value;
+  fail(path_.empty() ? "top level" : path_, "missing key \"" + std::string(key) + "\"" + hint);
 }
 
 void ObjectReader::finish() const {
   if (diagnostics_ == nullptr) return;
   for (const auto& item : object_.items()) {
     if (std::find(used_.begin(), used_.end(), item.key()) == used_.end()) {
-      diagnostics_->add("unknown_key", path_of(item.key()) + ": unknown key");
+      diagnostics_->add("unknown_key", path_of(item.key()) + ": unknown key" +
+                                           known_keys_hint(item.key(), known_));
     }
   }
 }

@@ -62,6 +62,9 @@ class ObjectReader {
   const Json* find(std::string_view key);
   /// The value of `key`; fails naming the missing key.
   const Json& required(std::string_view key);
+  /// Counts each key never asked for as "unknown_key", with a message naming the key, the keys
+  /// the object may have and the nearest of them ("<path>: unknown key; expected one of "a",
+  /// "b"; did you mean "a"?"). Call after asking for every key the object may have.
   void finish() const;
 
  private:
@@ -69,6 +72,7 @@ class ObjectReader {
   std::string path_;
   Diagnostics* diagnostics_;
   std::vector<std::string> used_;
+  std::vector<std::string> known_;  // every key asked for: the keys this object may have
 };
 
 }  // namespace metron::models::detail

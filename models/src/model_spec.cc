@@ -10,6 +10,7 @@
 
 #include "json_reading.h"
 #include "metron/base/error.h"
+#include "metron/models/limits.h"
 #include "spec_checks.h"
 
 namespace metron::models {
@@ -18,6 +19,7 @@ namespace {
 // ordered_json keeps keys in insertion order (canonical output) and in document order when
 // reading, so unknown keys are reported in the order they appear.
 using detail::brief;
+using detail::check_at_most;
 using detail::check_divisible;
 using detail::check_positive;
 using detail::fail;
@@ -43,15 +45,31 @@ std::vector<std::string> find_problems(const ModelSpec& spec) {
   check_positive(problems, "hidden", spec.hidden);
   check_positive(problems, "heads", spec.heads);
   check_positive(problems, "kv_heads", spec.num_kv_heads());
-  check_positive(problems, "ffn_hidden", spec.ffn_size());
+  // ffn_size() is 4·hidden when unset: only computed once hidden is known not to overflow it.
+  const bool ffn_known = spec.ffn_hidden || spec.hidden <= kMaxWidth;
+  if (ffn_known) check_positive(problems, "ffn_hidden", spec.ffn_size());
   check_positive(problems, "vocab", spec.vocab);
   check_positive(problems, "seq_len", spec.seq_len);
+  // Note [input limits]: sizes far beyond any real model are refused before they size anything.
+  check_at_most(problems, "layers", spec.layers, kMaxLayers, "the limit of layers");
+  check_at_most(problems, "hidden", spec.hidden, kMaxWidth, "the limit of widths");
+  check_at_most(problems, "heads", spec.heads, kMaxWidth, "the limit of widths");
+  check_at_most(problems, "kv_heads", spec.num_kv_heads(), kMaxWidth, "the limit of widths");
+  if (ffn_known) {
+    check_at_most(problems, "ffn_hidden", spec.ffn_size(), 4 * kMaxWidth,
+                  "the limit of feed-forward widths, 4x that of widths");
+  }
+  check_at_most(problems, "vocab", spec.vocab, kMaxVocab, "the limit of vocabularies");
+  check_at_most(problems, "seq_len", spec.seq_len, kMaxSeqLen, "the limit of sequence lengths");
   check_divisible(problems, "hidden", spec.hidden, "heads", spec.heads);
   check_divisible(problems, "heads", spec.heads, "kv_heads", spec.num_kv_heads());
   if (spec.moe) {
     check_positive(problems, "moe.experts", spec.moe->experts);
     check_positive(problems, "moe.top_k", spec.moe->top_k);
     check_positive(problems, "moe.ffn_hidden", spec.moe->ffn_hidden);
+    check_at_most(problems, "moe.experts", spec.moe->experts, kMaxExperts, "the limit of experts");
+    check_at_most(problems, "moe.ffn_hidden", spec.moe->ffn_hidden, kMaxWidth,
+                  "the limit of widths");
     if (spec.moe->top_k > spec.moe->experts) {
       problems.push_back("moe.top_k (" + std::to_string(spec.moe->top_k) +
                          ") must be <= moe.experts (" + std::to_string(spec.moe->experts) + ")");

@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "json_reading.h"
+#include "metron/models/limits.h"
 #include "spec_checks.h"
 
 namespace metron::models {
 namespace {
 
+using detail::check_at_most;
 using detail::check_divisible;
 using detail::check_positive;
 using detail::Json;
@@ -78,6 +80,42 @@ void check_sizes(std::vector<std::string>& problems, const ParallelSpec& spec) {
   if (spec.global_batch) check_positive(problems, "global_batch", *spec.global_batch);
   if (spec.num_microbatches) check_positive(problems, "num_microbatches", *spec.num_microbatches);
   if (spec.seq_len) check_positive(problems, "seq_len", *spec.seq_len);
+}
+
+// Note [input limits]: each size, and the products that size the graph, below its limit.
+void check_limits(std::vector<std::string>& problems, const ParallelSpec& spec) {
+  for (const Factor& f : {Factor{"tp", spec.tp}, Factor{"pp", spec.pp}, Factor{"dp", spec.dp},
+                          Factor{"vp", spec.vp}, Factor{"cp", spec.cp}, Factor{"ep", spec.ep}}) {
+    check_at_most(problems, f.name, f.value, kMaxGpus, "the limit of GPUs");
+  }
+  const Product gpus =
+      product({{"tp", spec.tp}, {"pp", spec.pp}, {"dp", spec.dp}, {"cp", spec.cp}});
+  if (spec.tp > 0 && spec.pp > 0 && spec.dp > 0 && spec.cp > 0 &&
+      (!gpus.value || *gpus.value > kMaxGpus)) {
+    problems.push_back(gpus.text + ": expected at most " + std::to_string(kMaxGpus) +
+                       " (the limit of GPUs)");
+  }
+  check_at_most(problems, "microbatch_size", spec.microbatch_size, kMaxMicrobatchSize,
+                "the limit of microbatch sizes");
+  if (spec.global_batch) {
+    check_at_most(problems, "global_batch", *spec.global_batch, kMaxGlobalBatch,
+                  "the limit of global batches");
+  }
+  if (spec.num_microbatches) {
+    check_at_most(problems, "num_microbatches", *spec.num_microbatches, kMaxMicrobatches,
+                  "the limit of microbatches per iteration");
+  }
+  if (spec.seq_len) {
+    check_at_most(problems, "seq_len", *spec.seq_len, kMaxSeqLen, "the limit of sequence lengths");
+  }
+  // Microbatches times stages is the number of forwards of a pipeline: it sizes the graph.
+  const std::optional<std::int64_t> m = spec.microbatches();
+  if (!m || *m <= 0 || *m > kMaxMicrobatches || spec.pp <= 0 || spec.vp <= 0) return;
+  const Product actions = product({{"microbatches", *m}, {"pp", spec.pp}, {"vp", spec.vp}});
+  if (!actions.value || *actions.value > kMaxPipelineActions) {
+    problems.push_back(actions.text + ": expected at most " + std::to_string(kMaxPipelineActions) +
+                       " (the limit of forwards per pipeline and iteration)");
+  }
 }
 
 // Megatron's rules for splitting one replica of the model (megatron/training/arguments.py).
@@ -206,20 +244,31 @@ std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
 
 std::optional<std::int64_t> ParallelSpec::microbatches() const {
   if (num_microbatches) return num_microbatches;
-  const std::int64_t per_step = microbatch_size * dp;
-  if (!global_batch || per_step <= 0 || *global_batch % per_step != 0) return std::nullopt;
+  std::int64_t per_step = 0;
+  if (!global_batch || microbatch_size <= 0 || dp <= 0 ||
+      __builtin_mul_overflow(microbatch_size, dp, &per_step) || *global_batch % per_step != 0) {
+    return std::nullopt;
+  }
   return *global_batch / per_step;
 }
 
 void validate(const ParallelSpec& spec, const ModelSpec& model, std::optional<std::int64_t> gpus) {
   std::vector<std::string> problems;
   check_sizes(problems, spec);
+  check_limits(problems, spec);
   check_model_split(problems, spec, model);
   check_batch(problems, spec);
   check_experts(problems, spec, model);
   if (gpus) check_gpus(problems, spec, *gpus);
   detail::throw_if_problems("invalid parallel configuration for model \"" + model.name + "\"",
                             problems);
+}
+
+void validate_sizes(const ParallelSpec& spec) {
+  std::vector<std::string> problems;
+  check_sizes(problems, spec);
+  check_limits(problems, spec);
+  detail::throw_if_problems("invalid parallel configuration", problems);
 }
 
 std::string to_json(const ParallelSpec& spec) {

@@ -30,6 +30,14 @@ void check_non_negative(std::vector<std::string>& problems, const std::string& k
   }
 }
 
+void check_at_most(std::vector<std::string>& problems, const std::string& key, std::int64_t value,
+                   std::int64_t limit, const std::string& why) {
+  if (value > limit) {
+    problems.push_back(key + ": expected at most " + std::to_string(limit) + " (" + why +
+                       "), got " + std::to_string(value));
+  }
+}
+
 void check_divisible(std::vector<std::string>& problems, const std::string& what, std::int64_t n,
                      const std::string& by, std::int64_t d) {
   if (n > 0 && d > 0 && n % d != 0) {

@@ -60,6 +60,9 @@ std::string number_text(double value);
 void check_positive(std::vector<std::string>& problems, const std::string& key, std::int64_t value);
 void check_positive(std::vector<std::string>& problems, const std::string& key, double value);
 void check_non_negative(std::vector<std::string>& problems, const std::string& key, double value);
+/// "<key>: expected at most <limit> (<why>), got <value>" when value > limit (Note [input limits]).
+void check_at_most(std::vector<std::string>& problems, const std::string& key, std::int64_t value,
+                   std::int64_t limit, const std::string& why);
 /// "<what> (n) must be divisible by <by> (d)", checked only when both are positive.
 void check_divisible(std::vector<std::string>& problems, const std::string& what, std::int64_t n,
                      const std::string& by, std::int64_t d);

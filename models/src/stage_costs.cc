@@ -8,6 +8,7 @@
 
 #include "json_reading.h"
 #include "metron/base/error.h"
+#include "metron/models/limits.h"
 #include "spec_checks.h"
 
 namespace metron::models {
@@ -43,17 +44,29 @@ std::optional<std::size_t> list_length(const Json& v, const std::string& path) {
   return std::nullopt;
 }
 
+// Milliseconds of one task, at most a day (Note [input limits]): a larger time is a typo, and
+// it would overflow the simulator's integer nanoseconds once summed over a step.
+double read_ms(const Json& v, const std::string& path) {
+  const double ms = read_non_negative_number(v, path);
+  if (ms > kMaxTaskSeconds * kMsPerSecond) {
+    fail(path, "expected at most " +
+                   std::to_string(static_cast<std::int64_t>(kMaxTaskSeconds * kMsPerSecond)) +
+                   " ms (a day, the limit of one task's time), got " + brief(v));
+  }
+  return ms;
+}
+
 // Per-stage milliseconds: a list of exactly `stages` entries, or one number for every stage.
 std::vector<double> read_per_stage(const Json& v, const std::string& path, std::size_t stages,
                                    const std::string& why) {
-  if (!v.is_array()) return std::vector<double>(stages, read_non_negative_number(v, path));
+  if (!v.is_array()) return std::vector<double>(stages, read_ms(v, path));
   if (v.size() != stages) {
     fail(path, "expected " + std::to_string(stages) + " entries (" + why + "), got " +
                    std::to_string(v.size()));
   }
   std::vector<double> ms;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    ms.push_back(read_non_negative_number(v[i], path + "[" + std::to_string(i) + "]"));
+    ms.push_back(read_ms(v[i], path + "[" + std::to_string(i) + "]"));
   }
   return ms;
 }
@@ -134,7 +147,7 @@ StageCosts read_costs(const Json& root, std::optional<std::int64_t> given_stages
       costs.backward.push_back(costs.backward_input[s] + costs.backward_weight[s]);
     }
   }
-  if (p2p != nullptr) costs.p2p = read_non_negative_number(*p2p, in.path_of("p2p")) / kMsPerSecond;
+  if (p2p != nullptr) costs.p2p = read_ms(*p2p, in.path_of("p2p")) / kMsPerSecond;
   in.finish();
   return costs;
 }

@@ -266,10 +266,15 @@ std::string plan_json(const PlanRequest& request, const PlanResult& result) {
   for (std::size_t r = 0; r < kDropReasons; ++r) {
     by_reason[std::string(to_string(static_cast<DropReason>(r)))] = s.dropped[r];
   }
+  // Note [plan run statistics]: what follows from the request alone, then what depends on the
+  // run (threads and timing decide how many configurations are simulated before the bound stops
+  // the search; the ranking does not depend on it).
   root["stats"] = {
-      {"enumerated", s.enumerated}, {"bounded", s.bounded},           {"simulated", s.simulated},
-      {"pruned", s.pruned},         {"dropped_by_reason", by_reason}, {"threads", s.threads},
-      {"seconds", s.seconds}};
+      {"enumerated", s.enumerated}, {"bounded", s.bounded}, {"dropped_by_reason", by_reason}};
+  root["run"] = {{"simulated", s.simulated},
+                 {"pruned", s.pruned},
+                 {"threads", s.threads},
+                 {"seconds", s.seconds}};
   return dump_one_entry_per_line(root);
 }
 

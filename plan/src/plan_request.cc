@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "metron/base/error.h"
+#include "metron/models/limits.h"
 #include "metron/pipeline/registry.h"
 #include "metron/scenario/scenario.h"
 
@@ -42,11 +45,24 @@ sync::SyncOptions planner_sync_options(sync::SyncPolicy policy) {
 
 namespace {
 
-void require_positive_list(const std::vector<std::int64_t>& values, const char* name) {
+void require_positive_list(const std::vector<std::int64_t>& values, const char* name,
+                           std::int64_t limit = models::kMaxGpus) {
   for (std::int64_t v : values) {
     if (v < 1) {
       throw InvalidConfig(fmt::format("plan: {} values must be at least 1; got {}", name, v));
     }
+    if (v > limit) {
+      throw InvalidConfig(
+          fmt::format("plan: {} values: expected at most {} (the limit), got {}", name, limit, v));
+    }
+  }
+}
+
+/// Note [input limits]: a value above its limit would hang the enumeration or overflow.
+void require_at_most(std::int64_t value, std::int64_t limit, const char* name, const char* what) {
+  if (value > limit) {
+    throw InvalidConfig(
+        fmt::format("plan: {}: expected at most {} ({}), got {}", name, limit, what, value));
   }
 }
 
@@ -61,6 +77,11 @@ void validate(const PlanRequest& r) {
   if (r.seq_len < 0) {
     throw InvalidConfig(fmt::format("plan: sequence length must be positive; got {}", r.seq_len));
   }
+  require_at_most(r.gpus, models::kMaxGpus, "gpus", "the limit of GPUs");
+  require_at_most(r.global_batch, models::kMaxGlobalBatch, "global batch",
+                  "the limit of global batches");
+  require_at_most(r.seq_len, models::kMaxSeqLen, "sequence length",
+                  "the limit of sequence lengths");
   if (r.top_k < 1)
     throw InvalidConfig(fmt::format("plan: top k must be at least 1; got {}", r.top_k));
   if (!(r.memory_headroom >= 0 && r.memory_headroom < 1)) {
@@ -74,8 +95,8 @@ void validate(const PlanRequest& r) {
   require_positive_list(s.vp, "vp");
   require_positive_list(s.cp, "cp");
   require_positive_list(s.ep, "ep");
-  require_positive_list(s.microbatch_size, "microbatch size");
-  require_positive_list(s.bucket_sizes, "bucket size");
+  require_positive_list(s.microbatch_size, "microbatch size", models::kMaxMicrobatchSize);
+  require_positive_list(s.bucket_sizes, "bucket size", std::numeric_limits<std::int64_t>::max());
   for (std::int32_t k : s.group_size_multiples) {
     if (k < 1) {
       throw InvalidConfig(fmt::format("plan: group size multiples must be at least 1; got {}", k));
@@ -86,6 +107,15 @@ void validate(const PlanRequest& r) {
         "plan: max tp / pp must be >= 0 (0 = default), max vp and max microbatch size >= 1; got "
         "{}, {}, {}, {}",
         s.max_tp, s.max_pp, s.max_vp, s.max_microbatch_size));
+  }
+  require_at_most(s.max_tp, models::kMaxGpus, "max tp", "the limit of GPUs");
+  require_at_most(s.max_pp, models::kMaxGpus, "max pp", "the limit of GPUs");
+  require_at_most(s.max_vp, models::kMaxGpus, "max vp", "the limit of GPUs");
+  require_at_most(s.max_microbatch_size, models::kMaxMicrobatchSize, "max microbatch size",
+                  "the limit of microbatch sizes");
+  for (const std::int32_t k : s.group_size_multiples) {
+    require_at_most(k, models::kMaxMicrobatches, "group size multiples",
+                    "the limit of microbatches per iteration");
   }
   for (const std::string& name : s.schedules) (void)pipeline::find_schedule(name);
 }

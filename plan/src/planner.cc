@@ -10,9 +10,11 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <system_error>
 
 #include "metron/base/error.h"
 #include "metron/base/parallel_for.h"
+#include "metron/models/limits.h"
 #include "metron/plan/estimate.h"
 #include "metron/scenario/evaluation.h"
 #include "metron/sim/simulator.h"
@@ -271,7 +273,19 @@ class Search {
 }  // namespace
 
 PlanResult run_plan(const PlanRequest& request, const PlanOptions& options) {
-  return Search(request, options).run();
+  validate(request);
+  if (options.threads < 0 || options.threads > models::kMaxThreads) {
+    throw InvalidConfig(fmt::format(
+        "plan: threads: expected 0 (every core) to {} (the limit of worker threads), got {}",
+        models::kMaxThreads, options.threads));
+  }
+  try {
+    return Search(request, options).run();
+  } catch (const std::system_error& e) {
+    // std::thread reports a machine that cannot start another thread this way.
+    throw BackendError(
+        fmt::format("plan: cannot run on {} threads: {}", options.threads, e.what()));
+  }
 }
 
 }  // namespace metron::plan

@@ -202,6 +202,9 @@ void validate(const Scenario& s) {
   } else if (!s.parallel.num_microbatches) {
     throw InvalidConfig(
         "scenario: with explicit costs and no model, parallel.num_microbatches is required");
+  } else {
+    // Without a model the sizes still bound the graph (Note [input limits]).
+    models::validate_sizes(s.parallel);
   }
   if (s.schedule.p2p == lowering::P2PMode::kNone) {
     throw InvalidConfig("scenario: schedule.p2p must be \"batched\" or \"async\"");

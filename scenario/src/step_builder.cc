@@ -2,6 +2,8 @@
 
 #include "metron/scenario/step_builder.h"
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <string>
 #include <variant>
@@ -15,6 +17,7 @@
 #include "metron/models/compute_cost.h"
 #include "metron/models/group_placement.h"
 #include "metron/models/intra_layer_comm.h"
+#include "metron/models/limits.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/parameter_tensors.h"
 #include "metron/models/stage_cost_model.h"
@@ -283,6 +286,18 @@ Step build_step(const Scenario& s, Replication replication) {
     lowering.layers.per_stage.assign(static_cast<std::size_t>(stages),
                                      static_cast<std::int32_t>(layers_per_stage));
   }
+  // Note [input limits]: every replica repeats the pipeline's actions; refuse before building.
+  if (replication == Replication::kFull) {
+    const double actions =
+        static_cast<double>(mp.dp) * layout.spec.microbatches * layout.spec.pp * layout.spec.vp;
+    if (actions > static_cast<double>(models::kMaxStepActions)) {
+      throw InvalidConfig(fmt::format(
+          "scenario: --full simulates dp·microbatches·pp·vp = {}·{}·{}·{} = {:.0f} forwards; "
+          "expected at most {} (the limit of forwards per step); simulate one replica instead",
+          mp.dp, layout.spec.microbatches, layout.spec.pp, layout.spec.vp, actions,
+          models::kMaxStepActions));
+    }
+  }
   // One validation for the whole step: lower, replicate and add communication on a builder.
   ir::GraphBuilder builder =
       lowering::lower_unvalidated(pipeline::generate_order(layout.spec), lowering);
@@ -362,6 +377,12 @@ Step build_step(const Scenario& s, Replication replication) {
                                                    placement_of_group(coll->group));
     } else if (task.kind() == ir::TaskKind::kSend || task.kind() == ir::TaskKind::kRecv) {
       seconds = step.costs.p2p;
+    }
+    // Note [input limits]: one task's time in range before it becomes integer nanoseconds.
+    if (!(seconds >= 0 && seconds <= models::kMaxTaskSeconds)) {
+      throw InvalidConfig(fmt::format(
+          "{}: duration {} s; expected between 0 and {} s (a day, the limit of one task's time)",
+          graph.describe(ir::TaskId{t}), seconds, models::kMaxTaskSeconds));
     }
     step.durations[static_cast<std::size_t>(t)] = sim::from_seconds(seconds);
   }

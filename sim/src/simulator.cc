@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "engine.h"
+#include "metron/models/limits.h"
 
 namespace metron::sim {
 namespace {
@@ -17,6 +18,22 @@ namespace {
 /// At most this many bad durations are named one by one; a whole wrong table would otherwise
 /// print a line per task.
 constexpr std::size_t kMaxNamedProblems = 10;
+
+/// Note [input limits]: a makespan is at most the sum of every duration, each stretched by at
+/// most 1 + compute_slowdown_during_comm; refusing sums above the limit keeps every time the
+/// engine computes inside int64 nanoseconds.
+void check_total(std::span<const Time> durations, double slowdown) {
+  const double limit = static_cast<double>(models::kMaxStepNanoseconds) / (1 + slowdown);
+  double total = 0;
+  for (const Time d : durations) total += static_cast<double>(d);
+  if (total > limit) {
+    throw InvalidConfig(fmt::format(
+        "durations: their sum is {:.3g} ns; expected at most {:.3g} ns (2^60 ns divided by 1 + "
+        "compute_slowdown_during_comm {}), the limit that keeps a step's times in int64 "
+        "nanoseconds",
+        total, limit, slowdown));
+  }
+}
 
 void check_inputs(const ir::Graph& graph, std::span<const Time> durations,
                   const SimOptions& options) {
@@ -41,7 +58,10 @@ void check_inputs(const ir::Graph& graph, std::span<const Time> durations,
                                      durations[i]));
     }
   }
-  if (negative == 0) return;
+  if (negative == 0) {
+    check_total(durations, s);
+    return;
+  }
   if (negative > kMaxNamedProblems) {
     problems.push_back(fmt::format("... and {} more", negative - kMaxNamedProblems));
   }

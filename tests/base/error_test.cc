@@ -18,7 +18,9 @@ TEST(Errors, InputErrorsAreDistinguishedFromRuntimeFailures) {
   EXPECT_TRUE(ParseError("f", 1, 1, "x").is_input_error());
   EXPECT_TRUE(Deadlock({"x"}).is_input_error());
   EXPECT_FALSE(BackendError("x").is_input_error());
-  EXPECT_FALSE(IoError("x").is_input_error());
+  // A path the user named that cannot be written is theirs to fix (issue 14); zlib failing is not.
+  EXPECT_TRUE(IoError("x").is_input_error());
+  EXPECT_FALSE(IoError("x", IoError::Cause::kRuntime).is_input_error());
   EXPECT_FALSE(InternalError("f.cc", 3, "x").is_input_error());
 }
 

@@ -123,9 +123,11 @@ TEST_F(Cli, FailedConvertLeavesTheOutputUntouched) {
             3);  // + stdout, stderr
 }
 
-TEST_F(Cli, UnwritableOutputIsARuntimeFailure) {
+// Issue 14: an output path that cannot be written is the user's to fix (exit 2), not a runtime
+// failure.
+TEST_F(Cli, UnwritableOutputIsTheUsersError) {
   Outcome r = metron("graph convert " + kExample + " " + path("no-such-folder/out.json"));
-  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.code, 2);
   EXPECT_THAT(r.err, StartsWith("metron: error: cannot write '" + path("no-such-folder/out.json")));
 }
 

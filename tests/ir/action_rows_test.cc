@@ -75,6 +75,17 @@ TEST(FormatRows, NoRowsIsEmptyText) {
   EXPECT_EQ(parse_rows(""), ActionRows{});
 }
 
+// Issue 14: `rank 0: 0F0 WAIT(WAIT(...` 50,000 deep overflowed the stack of the action parser.
+TEST(ParseRowsError, DeeplyNestedActionIsRefusedAtItsLine) {
+  std::string row = "rank 1: 1F0 ";
+  for (int i = 0; i < 50'000; ++i) row += "WAIT(";
+  // The token starts at column 13; its 17th "(" is 84 characters in.
+  EXPECT_THAT([&] { parse_rows("rank 0: 0F0\n" + row + "\n", "o.txt"); },
+              ThrowsMessage<ParseError>(
+                  "o.txt:2:97: action nested too deeply; expected at most 16 levels of WAIT(...) "
+                  "and (...)OVERLAP_F_B, found a deeper one here"));
+}
+
 TEST(ParseRowsError, DuplicateRankIsLocated) {
   EXPECT_THAT([] { parse_rows("rank 0: 0F0\nrank 0: 0F1\n", "s.txt"); },
               ThrowsMessage<ParseError>("s.txt:2:6: rank 0 appears twice; expected \"rank 1:\""));

@@ -292,5 +292,33 @@ TEST(ParseActionError, OverlapHoldsComputeOnly) {
               ThrowsMessage<ParseError>(HasSubstr("1:5: expected \";\" between the two halves")));
 }
 
+// Issue 14: the parser recurses once per level, so nesting is refused before the stack runs out.
+std::string waits(std::size_t depth) {
+  std::string text;
+  for (std::size_t i = 0; i < depth; ++i) text += "WAIT(";
+  text += "0F0";
+  return text + std::string(depth, ')');
+}
+
+TEST(ParseActionError, WaitNestedFiftyThousandDeepIsRefusedAtTheLevelPastTheLimit) {
+  // The 17th "(" is at offset 5 * 17 - 1 = 84 of the token, which starts at column 9.
+  EXPECT_THAT([] { (void)parse_action(waits(50'000), "order.txt", 3, 9); },
+              ThrowsMessage<ParseError>(
+                  "order.txt:3:93: action nested too deeply; expected at most 16 levels of "
+                  "WAIT(...) and (...)OVERLAP_F_B, found a deeper one here"));
+}
+
+TEST(ParseActionError, ThreeHundredThousandOpeningParenthesesAreRefused) {
+  EXPECT_THAT([] { (void)parse_action(std::string(300'000, '(')); },
+              ThrowsMessage<ParseError>(HasSubstr("<action>:1:17: action nested too deeply")));
+}
+
+TEST(ParseAction, NestingUpToTheLimitParsesAndRoundTrips) {
+  ASSERT_EQ(kMaxActionNesting, 16U);
+  const std::string text = waits(kMaxActionNesting);
+  EXPECT_EQ(to_string(parse_action(text)), text);
+  EXPECT_THROW((void)parse_action(waits(kMaxActionNesting + 1)), ParseError);
+}
+
 }  // namespace
 }  // namespace metron::ir

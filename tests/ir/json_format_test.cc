@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <stdexcept>
@@ -589,9 +590,30 @@ TEST(JsonErrors, DanglingReferenceIsAnInvalidGraphNamingIt) {
   }
 }
 
-TEST(JsonErrors, NumberBeyondDoubleIsMalformed) {
-  const ParseError e = parse_error_of(replaced(kTinyText, "\"flops\":0.5", "\"flops\":1e400"));
-  EXPECT_STREQ(e.what(), "<json>: malformed JSON: number overflow parsing '1e400'");
+TEST(JsonErrors, NumberBeyondDoubleIsMalformedAtItsPlace) {
+  const std::string text = replaced(kTinyText, "\"flops\":0.5", "\"flops\":1e400");
+  const std::size_t at = text.find("1e400");
+  const std::size_t line_start = text.rfind('\n', at) + 1;  // npos + 1 is 0
+  const auto line =
+      1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  const ParseError e = parse_error_of(text);
+  EXPECT_EQ(std::string(e.what()),
+            "<json>:" + std::to_string(line) + ":" + std::to_string(at - line_start + 1) +
+                ": malformed JSON: number overflow parsing '1e400'; expected "
+                "a number a double can hold (magnitude at most about 1.8e308)");
+}
+
+// Issue 14: nesting 100,000 deep overflowed the stack; the depth is checked on the raw text first.
+TEST(JsonErrors, NestingDeeperThanTheLimitIsRefusedBeforeParsing) {
+  const ParseError e = parse_error_of("{\"format\": " + std::string(100'000, '['), "g.json");
+  EXPECT_STREQ(e.what(),
+               "g.json:1:523: JSON nested too deeply; expected at most 512 nested arrays and "
+               "objects, found a deeper one here");
+  // Under a key the reader does not know, too: the check runs before any key is looked at.
+  const std::string deep =
+      replaced(kTinyText, "\"version\": 1,",
+               "\"version\": 1, \"x\": " + std::string(600, '[') + std::string(600, ']') + ",");
+  EXPECT_THAT(parse_error_of(deep).what(), HasSubstr(": JSON nested too deeply"));
 }
 
 TEST(JsonErrors, InvalidUtf8CannotBeWritten) {

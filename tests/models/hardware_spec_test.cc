@@ -180,10 +180,11 @@ TEST(HardwareJson, CountsUnknownKeysAtTheirPath) {
   const HardwareSpec spec = hardware_from_json(text, "hw.json", &diagnostics);
   EXPECT_EQ(spec.gpus_per_node, 2);
   EXPECT_EQ(diagnostics.count("unknown_key"), 4u);
-  EXPECT_THAT(
-      diagnostics.messages(),
-      UnorderedElementsAre("gpu.tdp: unknown key", "rack: unknown key",
-                           "intra_node.switch: unknown key", "inter_node.rails: unknown key"));
+  EXPECT_THAT(diagnostics.messages(),
+              UnorderedElementsAre(::testing::StartsWith("gpu.tdp: unknown key"),
+                                   ::testing::StartsWith("rack: unknown key"),
+                                   ::testing::StartsWith("intra_node.switch: unknown key"),
+                                   ::testing::StartsWith("inter_node.rails: unknown key")));
 }
 
 void expect_parse_error(const std::string& text, const std::string& message) {

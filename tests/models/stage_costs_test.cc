@@ -161,5 +161,17 @@ TEST(StageCosts, WritingRejectsNegativeTimes) {
                   HasSubstr("invalid costs: F[1]: expected a number >= 0, got -1.0")));
 }
 
+// Issue 14: explicit costs beyond a day (5e11 ms crashed the simulator) are refused at their
+// JSON path, with the limit.
+TEST(StageCostsJson, RefusesATimeBeyondADay) {
+  EXPECT_THAT([] { (void)stage_costs_from_json(R"({"F": [1, 5e11], "B": 2})", "s.json"); },
+              ThrowsMessage<ParseError>(AllOf(HasSubstr("s.json: costs.F[1]"),
+                                              HasSubstr("expected at most 86400000 ms"),
+                                              HasSubstr("got 500000000000"))));
+  EXPECT_THAT([] { (void)stage_costs_from_json(R"({"F": 1, "B": 2, "p2p": 1e300})", "s.json"); },
+              ThrowsMessage<ParseError>(HasSubstr("p2p: expected at most")));
+  EXPECT_NO_THROW((void)stage_costs_from_json(R"({"F": 86400000, "B": 2})", "s.json"));
+}
+
 }  // namespace
 }  // namespace metron::models

@@ -10,6 +10,7 @@
 namespace metron::pipeline {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -55,6 +56,16 @@ TEST(UserOrder, CommunicationAndBrokenOrdersAreRejected) {
           "rank")));
   EXPECT_THAT([] { (void)user_order(ir::parse_rows("rank 0: 0B0 0F0\n")); },
               ThrowsMessage<InvalidConfig>(HasSubstr("0B0 runs before 0F0")));
+}
+
+// Issue 14: a microbatch number far beyond the order's actions leaves a gap; it is refused
+// before any table is sized by it (the order would otherwise need a billion microbatches).
+TEST(UserOrder, RefusesAMicrobatchBeyondTheOrdersActions) {
+  EXPECT_THAT(
+      [] { (void)user_order(ir::parse_rows("rank 0: 0F0 0F1000000000 0B0 0B1000000000\n")); },
+      ThrowsMessage<InvalidConfig>(
+          AllOf(HasSubstr("user order: an action of stage 0, microbatch 1000000000"),
+                HasSubstr("beyond the order's 4 actions"))));
 }
 
 }  // namespace

@@ -226,10 +226,14 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
   const nlohmann::json& stats = json.at("stats");
   EXPECT_EQ(stats.at("enumerated"), 100);
   EXPECT_EQ(stats.at("bounded"), 85);
-  EXPECT_EQ(stats.at("simulated"), 10);
-  EXPECT_EQ(stats.at("pruned"), 75);
-  EXPECT_EQ(stats.at("threads"), 2);
-  EXPECT_EQ(stats.at("seconds").get<double>(), 0.834);
+  // Issue 14: what varies with threads and time is apart, in "run" (Note [plan run statistics]).
+  EXPECT_FALSE(stats.contains("simulated"));
+  EXPECT_FALSE(stats.contains("seconds"));
+  const nlohmann::json& run = json.at("run");
+  EXPECT_EQ(run.at("simulated"), 10);
+  EXPECT_EQ(run.at("pruned"), 75);
+  EXPECT_EQ(run.at("threads"), 2);
+  EXPECT_EQ(run.at("seconds").get<double>(), 0.834);
   EXPECT_EQ(stats.at("dropped_by_reason").size(), kDropReasons);
   EXPECT_EQ(stats.at("dropped_by_reason").at("memory"), 12);
   EXPECT_EQ(stats.at("dropped_by_reason").at("schedule"), 3);

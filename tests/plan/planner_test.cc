@@ -3,16 +3,21 @@
 
 #include "metron/plan/planner.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/stage_cost_model.h"
 
 namespace metron::plan {
 namespace {
+
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 /// GPT-3 1.3B on 32 H100s: a space of a few hundred configurations, small enough to simulate
 /// every one of them, with every schedule family and three policies.
@@ -154,6 +159,25 @@ TEST(Planner, AConfigurationThatFitsOnlyWithoutHeadroomIsDroppedWithIt) {
   }
   EXPECT_GT(tight.stats.dropped[static_cast<std::size_t>(DropReason::kMemory)],
             free.stats.dropped[static_cast<std::size_t>(DropReason::kMemory)]);
+}
+
+// Issue 14: a size above its limit is refused before the search (a global batch of 1e18 hung
+// the divisor enumeration), and so is a thread count no machine can start.
+TEST(Planner, RefusesSizesAndThreadsAboveTheirLimits) {
+  PlanRequest r = small_request();
+  r.global_batch = 1'000'000'000'000'000'000;
+  EXPECT_THAT([&] { (void)run_plan(r); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "plan: global batch: expected at most 16777216 (the limit of global batches), "
+                  "got 1000000000000000000")));
+  r = small_request();
+  r.seq_len = std::int64_t{1} << 40;
+  EXPECT_THAT([&] { (void)run_plan(r); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("plan: sequence length: expected at most")));
+  EXPECT_THAT([&] { (void)run_plan(small_request(), {.threads = 100'000}); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "plan: threads: expected 0 (every core) to 1024 (the limit of worker threads), "
+                  "got 100000")));
 }
 
 }  // namespace

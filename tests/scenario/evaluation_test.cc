@@ -9,9 +9,11 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/stage_costs.h"
+#include "metron/scenario/step_builder.h"
 
 namespace metron::scenario {
 namespace {
@@ -119,6 +121,27 @@ TEST(Evaluate, ThroughputAndMfuFollowMegatronsFormula) {
   EXPECT_DOUBLE_EQ(json.at("iteration_time_ms").get<double>(), t * 1e3);
   EXPECT_EQ(json.at("per_rank").size(), 16U);
   EXPECT_TRUE(json.at("stage_span_bubble_rate").is_null());
+}
+
+// Issue 14: a modelled time beyond a day (here a GPU of 1 FLOP/s) is refused naming the task and
+// the limit, before it becomes integer nanoseconds that a step's sum could overflow.
+TEST(Evaluate, RefusesATaskTimeBeyondADayNamingTheTask) {
+  Scenario s = small_model(1);
+  s.hardware.gpu.peak_flops[models::Precision::kBf16] = 1;
+  s.hardware.gpu.peak_flops[models::Precision::kFp16] = 1;
+  EXPECT_THAT([&] { (void)build_step(s); },
+              ::testing::ThrowsMessage<InvalidConfig>(::testing::AllOf(
+                  ::testing::HasSubstr("task 0 (rank 0"),
+                  ::testing::HasSubstr("expected between 0 and 86400 s (a day, the limit of one "
+                                       "task's time)"))));
+  // Explicit and full replication: the step's size is bounded before the graph is built.
+  Scenario many = small_model(4096);
+  many.parallel.global_batch.reset();
+  many.parallel.num_microbatches = 4096;
+  EXPECT_THAT([&] { (void)build_step(many, Replication::kFull); },
+              ::testing::ThrowsMessage<InvalidConfig>(::testing::HasSubstr(
+                  "--full simulates dp·microbatches·pp·vp = 4096·4096·2·1 = 33554432 forwards; "
+                  "expected at most 16777216")));
 }
 
 }  // namespace

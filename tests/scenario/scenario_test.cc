@@ -13,6 +13,7 @@
 namespace metron::scenario {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
@@ -88,7 +89,8 @@ TEST(Scenario, BadValuesNameTheirPlace) {
               ThrowsMessage<ParseError>(HasSubstr("s.json:2:")));
   // A number too large for a double has no position; it is still bad input, not a crash.
   EXPECT_THAT([] { (void)scenario_from_json(R"({"parallel": {"tp": 1e400}})", "s.json"); },
-              ThrowsMessage<ParseError>(HasSubstr("s.json: malformed JSON: number overflow")));
+              ThrowsMessage<ParseError>(
+                  AllOf(HasSubstr("s.json"), HasSubstr("malformed JSON: number overflow"))));
   EXPECT_THAT([] { (void)scenario_from_json(R"({"parallel": {"tp": 0}})", "s.json"); },
               ThrowsMessage<ParseError>(HasSubstr("tp: expected a positive integer, got 0")));
   EXPECT_THAT(
@@ -125,6 +127,31 @@ TEST(Scenario, MegatronSchedulesDefaultToBatchedExchanges) {
   EXPECT_EQ(p2p_mode({.name = "zb-v"}), lowering::P2PMode::kAsync);
   EXPECT_EQ(p2p_mode({.name = "1f1b", .p2p = lowering::P2PMode::kAsync}),
             lowering::P2PMode::kAsync);
+}
+
+// Issue 14: without a model, explicit costs still bound the graph: a billion microbatches is
+// refused naming the key and the limit, before anything is built.
+TEST(Scenario, ExplicitCostsWithoutAModelStillHaveSizeLimits) {
+  const Scenario s = scenario_from_json(
+      R"({"parallel": {"pp": 2, "num_microbatches": 1000000000}, "costs": {"F": 1, "B": 2}})",
+      "s.json");
+  EXPECT_THAT([&] { validate(s); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "num_microbatches: expected at most 65536 (the limit of microbatches per "
+                  "iteration), got 1000000000")));
+}
+
+// Issue 14: an unknown key of a nested model names the valid keys and the likely one.
+TEST(Scenario, AnUnknownModelKeySuggestsTheNearestKey) {
+  EXPECT_THAT(
+      [] {
+        (void)scenario_from_json(
+            R"({"model": {"name": "t", "layers": 2, "hidden": 8, "heads": 2, "vocab": 10,)"
+            R"( "seq_len": 4, "ffn_hiden": 32}, "parallel": {"num_microbatches": 1}})",
+            "s.json");
+      },
+      ThrowsMessage<ParseError>(AllOf(HasSubstr("s.json: model.ffn_hiden: unknown key"),
+                                      HasSubstr("did you mean \"ffn_hidden\"?"))));
 }
 
 }  // namespace

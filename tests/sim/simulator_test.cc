@@ -362,6 +362,27 @@ TEST(Simulator, RejectsNegativeDurationsNamingTheTask) {
                   HasSubstr("compute_slowdown_during_comm: -0.1; expected a finite number >= 0")));
 }
 
+// Issue 14: durations whose sum would overflow int64 nanoseconds (explicit costs of 5e11 ms
+// crashed the engine) are refused, naming the sum and the limit.
+TEST(Simulator, RefusesDurationsWhoseSumCouldOverflowTheClock) {
+  GraphBuilder b;
+  const RankId r = b.add_rank();
+  const StreamId c = b.add_stream(r, "compute");
+  b.add(compute(r, c, Phase::kForward, 0, 0));
+  b.add(compute(r, c, Phase::kBackward, 0, 0));
+  const Graph g = std::move(b).build();
+  const Time huge = Time{1} << 61;
+  const std::vector<Time> d{huge, huge};
+  EXPECT_THAT([&] { (void)simulate(g, d); },
+              ::testing::ThrowsMessage<InvalidConfig>(AllOf(HasSubstr("durations: their sum is"),
+                                                            HasSubstr("expected at most"),
+                                                            HasSubstr("int64 nanoseconds"))));
+  // The slowdown stretches compute, so it lowers the limit.
+  const std::vector<Time> large{Time{1} << 58, 1};
+  EXPECT_NO_THROW((void)simulate(g, large));
+  EXPECT_THROW((void)simulate(g, large, {.compute_slowdown_during_comm = 7}), InvalidConfig);
+}
+
 TEST(Simulator, ConvertsSecondsAndMillisecondsToNanoseconds) {
   EXPECT_EQ(from_seconds(1.5), 1'500'000'000);
   EXPECT_EQ(from_milliseconds(0.0025), 2'500);

@@ -258,6 +258,20 @@ TEST(TraceChecker, MalformedJsonIsOneViolationWithItsPlace) {
               ElementsAre(StartsWith("malformed JSON at line 1")));
 }
 
+// Issue 14: 1e400 escaped as "unexpected failure" (exit 1); it is malformed JSON with a place.
+TEST(TraceChecker, ANumberBeyondADoubleIsOneViolationWithItsPlace) {
+  EXPECT_THAT(check_chrome_trace("{\"traceEvents\": [\n{\"ph\": \"X\", \"ts\": 1e400}]}"),
+              ElementsAre("malformed JSON at line 2, column 19: number overflow parsing '1e400'; "
+                          "expected a number a double can hold (magnitude at most about 1.8e308)"));
+}
+
+TEST(TraceChecker, NestingDeeperThanTheLimitIsOneViolationWithItsPlace) {
+  const std::string text = "{\"traceEvents\": [], \"x\": " + std::string(100'000, '[');
+  EXPECT_THAT(check_chrome_trace(text),
+              ElementsAre("JSON nested too deeply at line 1, column 537; expected at most 512 "
+                          "nested arrays and objects"));
+}
+
 TEST(TraceChecker, ReportsTheArrayFormAndAMissingEventList) {
   EXPECT_THAT(check_chrome_trace("[{\"ph\": \"X\"}]"),
               ElementsAre(StartsWith("the top level is an array")));

@@ -301,7 +301,8 @@ std::string gzip(std::string_view data, const std::string& path) {
   constexpr std::size_t kMaxChunk = std::size_t{1} << 30;
   if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindowBits, kMemLevel,
                    Z_DEFAULT_STRATEGY) != Z_OK) {
-    throw IoError("cannot write '" + path + "': cannot start gzip compression");
+    throw IoError("cannot write '" + path + "': cannot start gzip compression",
+                  IoError::Cause::kRuntime);
   }
   std::string out;
   std::vector<char> buffer(std::size_t{1} << 16);
@@ -319,7 +320,8 @@ std::string gzip(std::string_view data, const std::string& path) {
       stream.avail_out = static_cast<uInt>(buffer.size());
       if (deflate(&stream, flush) == Z_STREAM_ERROR) {
         deflateEnd(&stream);
-        throw IoError("cannot write '" + path + "': gzip compression failed");
+        throw IoError("cannot write '" + path + "': gzip compression failed",
+                      IoError::Cause::kRuntime);
       }
       out.append(buffer.data(), buffer.size() - stream.avail_out);
     } while (stream.avail_out == 0);

@@ -12,6 +12,7 @@
 #include "event_checker.h"
 #include "metron/base/error.h"
 #include "metron/base/json_error_text.h"
+#include "metron/base/json_limits.h"
 #include "trace_text.h"
 #include "trace_values.h"
 
@@ -27,6 +28,12 @@ using detail::Json;
 using detail::member;
 using detail::RawFacts;
 using detail::scan_raw_text;
+
+/// "line L, column C" of the 1-based `byte` in `text`.
+std::string line_and_column_text(std::string_view text, std::size_t byte) {
+  const auto [line, column] = line_and_column(text, byte);
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
+}
 
 /// Perfetto detects JSON by the first bytes: `{"` after whitespace (§1.6, Detection).
 bool starts_like_json_object(std::string_view text) {
@@ -96,13 +103,22 @@ bool check_top_level(const Json& root, std::string_view text, const TraceCheckOp
 
 std::vector<std::string> check_chrome_trace(std::string_view text,
                                             const TraceCheckOptions& options) {
+  // Before anything recursive (Note [JSON nesting limit] in base/src/json_limits.cc).
+  if (const std::optional<std::size_t> at = find_json_too_deep(text)) {
+    return {"JSON nested too deeply at " + line_and_column_text(text, *at) + "; expected at most " +
+            std::to_string(kMaxJsonDepth) + " nested arrays and objects"};
+  }
   Json root;
   try {
     root = Json::parse(text);
   } catch (const Json::parse_error& e) {
-    const auto [line, column] = line_and_column(text, e.byte);
-    return {"malformed JSON at line " + std::to_string(line) + ", column " +
-            std::to_string(column) + ": " + short_json_reason(e.what())};
+    return {"malformed JSON at " + line_and_column_text(text, e.byte) + ": " +
+            short_json_reason(e.what())};
+  } catch (const Json::exception& e) {
+    // A number too large for a double ("1e400") is an out_of_range error without a position.
+    const std::optional<std::size_t> at = find_json_number_overflow(text);
+    return {"malformed JSON" + (at ? " at " + line_and_column_text(text, *at) : std::string()) +
+            ": " + short_json_reason(e.what()) + (at ? std::string(kJsonNumberRange) : "")};
   }
   if (!root.is_object()) {
     return {std::string("the top level is ") + (root.is_array() ? "an array" : "not an object") +

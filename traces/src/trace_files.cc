@@ -21,7 +21,9 @@ namespace metron::traces {
 namespace {
 
 /// `bytes` gunzipped (every member, as gzip -d does), or nullopt when they are not valid gzip.
-std::optional<std::string> gunzip(const std::string& bytes) {
+/// Throws InvalidConfig when they decompress to more than kMaxInputBytes (a gzip bomb: a few MiB
+/// of zeros compress a thousandfold).
+std::optional<std::string> gunzip(const std::string& bytes, const std::string& path) {
   z_stream stream{};
   // windowBits 15 + 16: gzip wrapper only (zlib manual, inflateInit2).
   constexpr int kGzipWindowBits = 15 + 16;
@@ -41,7 +43,14 @@ std::optional<std::string> gunzip(const std::string& bytes) {
     stream.next_out = reinterpret_cast<Bytef*>(buffer.data());
     stream.avail_out = static_cast<uInt>(buffer.size());
     result = inflate(&stream, Z_NO_FLUSH);
-    out.append(buffer.data(), buffer.size() - stream.avail_out);
+    const std::size_t produced = buffer.size() - stream.avail_out;
+    if (produced > kMaxInputBytes - out.size()) {
+      inflateEnd(&stream);
+      throw InvalidConfig("cannot read '" + path + "': it decompresses to more than the limit of " +
+                          format_byte_count(kMaxInputBytes) + " on one input; expected at most " +
+                          std::to_string(kMaxInputBytes) + " bytes");
+    }
+    out.append(buffer.data(), produced);
     if (result == Z_STREAM_END) {
       if (stream.avail_in == 0 && left == 0) break;
       inflateReset(&stream);  // another gzip member follows
@@ -61,7 +70,7 @@ std::pair<std::string, bool> read_trace_bytes(const std::string& path) {
   // gzip by its magic bytes 1f 8b (RFC 1952 §2.3.1), as Perfetto sniffs it, not by the name.
   if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1F &&
       static_cast<unsigned char>(bytes[1]) == 0x8B) {
-    std::optional<std::string> text = gunzip(bytes);
+    std::optional<std::string> text = gunzip(bytes, path);
     if (!text) return {std::string(), true};
     return {std::move(*text), false};
   }

@@ -92,7 +92,13 @@ bool is_name_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
 }
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// Quoted for a message; a hostile token of a megabyte is cut, not copied whole into it.
+std::string quoted(std::string_view s) {
+  constexpr std::size_t kMaxQuoted = 200;
+  if (s.size() <= kMaxQuoted) return "\"" + std::string(s) + "\"";
+  return "\"" + std::string(s.substr(0, kMaxQuoted)) + "\"... (" + std::to_string(s.size()) +
+         " characters)";
+}
 
 // Reads one token left to right; failures point at the offending character.
 class Cursor {
@@ -134,6 +140,18 @@ class Cursor {
     return text_.substr(start, end - start);
   }
 
+  /// Opens one level of WAIT(...) or (...)OVERLAP_F_B at offset `at`. The parser recurses once
+  /// per level, so a hostile token (WAIT( 50,000 times) would overflow the stack; real tokens
+  /// nest once or twice, and deeper ones are refused before the next recursion.
+  void enter(std::size_t at) {
+    if (++depth_ > kMaxActionNesting) {
+      fail_at(at, "action nested too deeply; expected at most " +
+                      std::to_string(kMaxActionNesting) +
+                      " levels of WAIT(...) and (...)OVERLAP_F_B, found a deeper one here");
+    }
+  }
+  void leave() { --depth_; }
+
   [[noreturn]] void fail_at(std::size_t offset, const std::string& message) const {
     throw ParseError(source_, line_, column_ + offset, message);
   }
@@ -151,6 +169,7 @@ class Cursor {
   std::size_t line_;
   std::size_t column_;
   std::size_t pos_ = 0;
+  std::size_t depth_ = 0;
 };
 
 template <class Int>
@@ -207,6 +226,7 @@ Action parse_staged(Cursor& in) {
 }
 
 Action parse_overlap(Cursor& in) {
+  in.enter(in.pos());
   in.expect('(', "to open OVERLAP_F_B");
   Action a{.type = ActionType::kOverlapForwardBackward};
   for (char closer : {';', ')'}) {
@@ -224,14 +244,17 @@ Action parse_overlap(Cursor& in) {
     in.fail_at(word_at, "expected \"OVERLAP_F_B\" after \"(...)\", found " +
                             quoted(in.rest().empty() ? in.since(word_at) : in.rest()));
   }
+  in.leave();
   return a;
 }
 
 Action parse_wait(Cursor& in) {
+  in.enter(in.pos());
   in.expect('(', "after WAIT");
   Action a{.type = ActionType::kHostWait};
   a.sub.push_back(parse_any(in));
   in.expect(')', "to close WAIT(");
+  in.leave();
   return a;
 }
 

@@ -11,7 +11,13 @@ namespace {
 
 bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
 
-std::string quoted(std::string_view s) { return "\"" + std::string(s) + "\""; }
+// Quoted for a message; a hostile token of a megabyte is cut, not copied whole into it.
+std::string quoted(std::string_view s) {
+  constexpr std::size_t kMaxQuoted = 200;
+  if (s.size() <= kMaxQuoted) return "\"" + std::string(s) + "\"";
+  return "\"" + std::string(s.substr(0, kMaxQuoted)) + "\"... (" + std::to_string(s.size()) +
+         " characters)";
+}
 
 // One line of input; every position reported is 1-based and relative to the line start.
 struct Line {

@@ -59,8 +59,18 @@ UserOrder user_order(const ir::ActionRows& rows) {
   const detail::OrderIndex index(u.order);
   std::int32_t stages = 0;
   bool any_backward = false;
+  // Every stage and microbatch below the largest must have its actions, so an index beyond the
+  // number of actions leaves a gap: refused here, before validate_order sizes tables by it.
+  std::int64_t actions = 0;
+  for (const auto& row : u.order.rows) actions += static_cast<std::int64_t>(row.size());
   for (const auto& [key, slots] : index.all()) {
     const auto [type, stage, mb] = key;
+    if (stage < 0 || mb < 0 || stage >= actions || mb >= actions) {
+      throw InvalidConfig(fmt::format(
+          "user order: an action of stage {}, microbatch {} numbers its {} beyond the order's {} "
+          "actions; expected stages and microbatches numbered from 0 without gaps",
+          stage, mb, stage >= actions || stage < 0 ? "stage" : "microbatch", actions));
+    }
     stages = std::max(stages, stage + 1);
     u.spec.microbatches = std::max(u.spec.microbatches, mb + 1);
     any_backward = any_backward || type != ir::ActionType::kForward;

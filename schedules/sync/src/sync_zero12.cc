@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -134,7 +135,19 @@ BufferId Zero12::allocate_ipg(RankId rank, Work w, std::int64_t buffers) {
   const std::vector<TaskId>* start = pieces_.of(rank, Role::kBackward, w);
   if (start == nullptr) start = pieces_.of(rank, Role::kGradient, w);
   if (start == nullptr) return {};
-  return ctx_.allocate(start->front(), buffers * cfg_.bucket * ctx_.input().grad_bytes,
+  // A bucket_size from the user may be any positive int64: the product is checked (issue 14).
+  std::int64_t bytes = 0;
+  if (__builtin_mul_overflow(buffers, cfg_.bucket, &bytes) ||
+      __builtin_mul_overflow(bytes, ctx_.input().grad_bytes, &bytes)) {
+    throw InvalidConfig(
+        cfg_.name + ": bucket_size (reduce_bucket_size) " + std::to_string(cfg_.bucket) + ": " +
+        std::to_string(buffers) +
+        " IPG buffer(s) of that many elements overflow 64-bit bytes; expected at most " +
+        std::to_string(std::numeric_limits<std::int64_t>::max() /
+                       (buffers * std::max<std::int64_t>(1, ctx_.input().grad_bytes))) +
+        " elements");
+  }
+  return ctx_.allocate(start->front(), bytes,
                        cfg_.name + " IPG buffer chunk " + std::to_string(w.chunk) + " mb " +
                            std::to_string(w.microbatch));
 }

@@ -3,6 +3,7 @@
 // exits; only cli/ catches them and turns them into `metron: error: ...` and an exit code.
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -69,10 +70,20 @@ class BackendError : public Error {
   using Error::Error;
 };
 
-/// Reading or writing a file failed for a reason outside the input's content (disk full, ...).
+/// Reading or writing a file failed for a reason outside the input's content. By default this is
+/// the user's error (exit 2): the path they named cannot be written (a missing or unwritable
+/// folder, a directory given as the output, a full device such as /dev/full), and they fix it by
+/// naming another path or freeing space. Failures of the machine underneath (zlib out of memory)
+/// say IoError::Cause::kRuntime (exit 1).
 class IoError : public Error {
  public:
-  using Error::Error;
+  enum class Cause : std::uint8_t { kPath, kRuntime };
+  explicit IoError(const std::string& what, Cause cause = Cause::kPath)
+      : Error(what), cause_(cause) {}
+  [[nodiscard]] bool is_input_error() const noexcept override { return cause_ == Cause::kPath; }
+
+ private:
+  Cause cause_;
 };
 
 /// A broken internal invariant: a bug in metron, never the user's fault. Carries file:line.

@@ -12,7 +12,8 @@ std::int32_t hardware_threads() noexcept;
 
 /// Calls body(i) for every i in [0, n) on `threads` threads (the caller among them; 0 means
 /// hardware_threads()). body must be safe to run concurrently. When a call throws, no further
-/// index is started and the first exception is rethrown once every thread has stopped.
+/// index is started and the first exception is rethrown once every thread has stopped. Fewer
+/// threads run when the machine refuses to start more (the results are the same).
 void parallel_for(std::int64_t n, std::int32_t threads,
                   const std::function<void(std::int64_t)>& body);
 

@@ -75,13 +75,18 @@ struct ParallelSpec {
 /// cp > 1) under sequence parallelism or by 2·cp under context parallelism (Megatron's
 /// load-balanced split); neither global_batch nor num_microbatches; global_batch not divisible by
 /// microbatch_size·dp, or disagreeing with num_microbatches; ep > 1 on a dense model; experts not
-/// divisible by ep; dp·cp not divisible by ep; gpus != tp·pp·dp·cp.
+/// divisible by ep; dp·cp not divisible by ep; gpus != tp·pp·dp·cp; any size over its limit
+/// (Note [input limits] in limits.h).
 /// @code
 ///   validate(ParallelSpec{.tp = 8, .pp = 16, .dp = 8, .global_batch = 1536},
 ///            model_preset("gpt3-175b"), 1024);
 /// @endcode
 void validate(const ParallelSpec& spec, const ModelSpec& model,
               std::optional<std::int64_t> gpus = std::nullopt);
+
+/// The checks of validate() that need no model: positive sizes and Note [input limits] (each size,
+/// tp·pp·dp·cp, microbatches and microbatches·pp·vp). Throws InvalidConfig listing every problem.
+void validate_sizes(const ParallelSpec& spec);
 
 /// The canonical JSON text (every key of Note [parallel JSON], unset optionals as null), one
 /// line, final newline. parallel_from_json(to_json(s)) == s.

@@ -36,8 +36,13 @@ std::string plan_csv(const PlanResult& result);
 /// {"request": {model, hardware, gpus, global_batch, seq_len, memory_headroom, top_k},
 ///  "ranked": [{the CSV's fields..., "scenario": {the scenario JSON, scenario.h}}],
 ///  "dropped": [{reason, family, detail, configurations}],
-///  "stats": {enumerated, bounded, simulated, pruned, dropped_by_reason {reason: n}, threads,
-///            seconds}}
+///  "stats": {enumerated, bounded, dropped_by_reason {reason: n}},
+///  "run": {simulated, pruned, threads, seconds}}
+/// Note [plan run statistics]: "stats" follows from the request; "run" describes this run and
+/// varies between runs: with several threads, how many configurations are simulated before the
+/// bound ends the search depends on which finish first (the ranking does not: Note [bound and
+/// simulate]), and seconds is wall time. So do the drops found only by simulating ("memory" at
+/// simulation, "simulation") in "dropped" and dropped_by_reason. Compare two plans by "ranked".
 std::string plan_json(const PlanRequest& request, const PlanResult& result);
 
 /// Why configurations are missing from the ranking (--explain): per drop reason, the

@@ -21,6 +21,7 @@
 // `@<peer>` names the peer rank and is written only when the neighbouring stage does not have
 // exactly one owning rank to infer it from (data-parallel replicas, or an inconsistent graph).
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -77,8 +78,13 @@ struct Action {
   friend bool operator==(const Action&, const Action&) = default;
 };
 
+/// The deepest nesting of WAIT(...) and (...)OVERLAP_F_B in one token. Real schedules nest once
+/// (WAIT(0F1)) or twice; the parser recurses per level, so deeper tokens are refused.
+inline constexpr std::size_t kMaxActionNesting = 16;
+
 /// Parses one token (not `_`). Throws ParseError at `source:line:column` (column of the token's
-/// start plus the offset of the problem) naming what was expected.
+/// start plus the offset of the problem) naming what was expected, also for a token nested deeper
+/// than kMaxActionNesting.
 /// @code
 ///   Action a = parse_action("0SEND_F1");
 ///   assert(to_string(a) == "0SEND_F1");

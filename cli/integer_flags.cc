@@ -1,0 +1,40 @@
+#include "integer_flags.h"
+
+#include <charconv>
+#include <string>
+#include <system_error>
+
+namespace metron::cli {
+
+CLI::Validator integer_in(std::int64_t least, std::int64_t most) {
+  constexpr std::int64_t kMin = std::numeric_limits<std::int64_t>::min();
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  const std::string expected =
+      least == kMin && most == kMax ? "a decimal integer from -2^63 to 2^63 - 1"
+      : most == kMax                ? "an integer >= " + std::to_string(least) + " (and below 2^63)"
+                     : "an integer from " + std::to_string(least) + " to " + std::to_string(most);
+  return CLI::Validator(
+      [least, most, expected](const std::string& text) {
+        std::int64_t n = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+        const bool ok = !text.empty() && error == std::errc() && end == text.data() + text.size() &&
+                        n >= least && n <= most;
+        return ok ? std::string() : "expected " + expected + ", got '" + text + "'";
+      },
+      "");
+}
+
+void check_integer_options(CLI::App& cmd) {
+  for (CLI::Option* option : cmd.get_options()) {
+    // CLI11 names the type of every integer option, optional or not, INT.
+    if (option->get_type_name() == "INT") {
+      option->check(integer_in(std::numeric_limits<std::int64_t>::min()));
+    }
+  }
+  for (CLI::App* group :
+       cmd.get_subcommands([](CLI::App* sub) { return sub->get_name().empty(); })) {
+    check_integer_options(*group);
+  }
+}
+
+}  // namespace metron::cli

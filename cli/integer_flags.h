@@ -1,0 +1,22 @@
+#pragma once
+// Integer flags checked as text, before CLI11 converts them: CLI11 reads integers with strtoll,
+// which clamps 99999999999999999999 to 2^63 - 1 without a word and reads 010 as octal and 0x10 as
+// hex (issue 14). Every integer flag of every command goes through integer_in().
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <limits>
+
+namespace metron::cli {
+
+/// A validator accepting the decimal integers in [least, most]; anything else (a word, a
+/// fraction, a value that does not fit 64 bits) gets "expected an integer ..., got TEXT".
+CLI::Validator integer_in(std::int64_t least,
+                          std::int64_t most = std::numeric_limits<std::int64_t>::max());
+
+/// Adds integer_in(min, max of int64) to every integer option of `cmd` and of its option groups,
+/// so that a flag without a range of its own is still a decimal integer that fits. Call once,
+/// after the command's options are declared.
+void check_integer_options(CLI::App& cmd);
+
+}  // namespace metron::cli

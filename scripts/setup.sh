@@ -3,7 +3,7 @@
 #
 #   scripts/setup.sh run    install missing packages, build the release preset, run MAIN_JOB
 #   scripts/setup.sh test   install missing packages, then: format check, release build + tests,
-#                           clang-tidy (naming), asan build + tests
+#                           clang-tidy (naming), asan build + tests, 10 s of each fuzz target
 #
 # Works from any current directory. Exits non-zero on the first failing phase.
 set -euo pipefail
@@ -17,7 +17,8 @@ MAIN_JOB=(build/release/cli/metron plan)
 
 # Debian packages metron builds with. CUDA is not among them: it is used when present.
 PACKAGES=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
-  libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git python3)
+  libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git python3
+  clang-14 libclang-rt-14-dev llvm-14)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -133,6 +134,7 @@ cmd_test() {
   phase "clang-tidy" tidy_check
   phase "build (asan)" build_preset asan
   phase "tests (asan)" test_preset asan
+  phase "fuzz (10 s per target)" bench/fuzz.sh 10
   log "all phases passed in $((SECONDS - start))s"
 }
 

@@ -367,5 +367,40 @@ TEST(RowsToGraph, GivesEveryTransferTheRequestedSize) {
   EXPECT_EQ(transfers, 2);
 }
 
+// Issue 14, found by fuzz_rows_text: the neighbours of the last representable stage were computed
+// as stage + 1 in int32 (signed overflow). The stage is legal; it simply has no neighbour above.
+TEST(RowsToGraph, TheLastRepresentableStageHasNoNeighbourAbove) {
+  const Graph g = rows_to_graph(parse_rows("rank 0: 2147483647B0\n"));
+  EXPECT_EQ(g.num_tasks(), 1);
+  EXPECT_THAT([] { (void)rows_to_graph(parse_rows("rank 0: 2147483647SEND_F0\n")); },
+              ThrowsMessage<InvalidGraph>(HasSubstr("cannot infer the peer")));
+}
+
+// Issue 14, found by fuzz_graph_json: a JSON graph may name groups and streams with any string,
+// and the text form wrote names it could not read back.
+TEST(GraphToRowsError, NamesTheTextFormCannotSpellAreRefused) {
+  GraphBuilder b;
+  const RankId r = b.add_rank();
+  const GroupId world = b.add_group("world", {r});
+  const StreamId odd = b.add_stream(r, "dp%0");
+  b.add({.rank = r,
+         .stream = odd,
+         .op = Collective{.op = CollectiveOp::kAllReduce, .group = world, .bytes = 64}});
+  const Graph g = std::move(b).build();
+  EXPECT_THAT([&] { (void)graph_to_rows(g); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "has no text form: stream name \"dp%0\" has characters the text form cannot "
+                  "spell; expected letters, digits, '_', '-' and '.'")));
+
+  GraphBuilder c;
+  const RankId r0 = c.add_rank();
+  c.add_group("w]x", {r0});
+  const Graph h = std::move(c).build();
+  EXPECT_THAT([&] { (void)graph_to_rows(h); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("group \"w]x\" has no text form")));
+  EXPECT_TRUE(is_text_form_name("dp-intra.0_a"));
+  EXPECT_FALSE(is_text_form_name(""));
+}
+
 }  // namespace
 }  // namespace metron::ir

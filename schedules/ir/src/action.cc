@@ -2,6 +2,7 @@
 
 #include "metron/ir/action.h"
 
+#include <algorithm>
 #include <array>
 #include <bitset>
 #include <cctype>
@@ -422,6 +423,10 @@ std::string to_string(const Action& action) {
   append_number(out, action.microbatch);
   if (action.peer) out += "@" + std::to_string(*action.peer);
   return out;
+}
+
+bool is_text_form_name(std::string_view name) noexcept {
+  return !name.empty() && std::all_of(name.begin(), name.end(), is_name_char);
 }
 
 }  // namespace metron::ir

@@ -1,6 +1,7 @@
 // Graph -> rows: the projection of Note [rows to graph] in rows_graph.h.
 
 #include <string>
+#include <utility>
 
 #include "metron/base/error.h"
 #include "metron/ir/rows_graph.h"
@@ -62,7 +63,7 @@ class ActionWriter {
     const Task& t = graph_.task(id);
     return std::visit(Overloaded{
                           [&](const Compute& c) { return compute_action(id, t, c); },
-                          [&](const Collective& c) { return collective_action(t, c); },
+                          [&](const Collective& c) { return collective_action(id, t, c); },
                           [&](const Send& s) { return p2p_action(id, t, true, s.peer, s.what); },
                           [&](const Recv& r) { return p2p_action(id, t, false, r.peer, r.what); },
                           [&](const HostWait& w) {
@@ -98,8 +99,17 @@ class ActionWriter {
                   .sub = {first, compute_half(id, part.phase, part.stage, part.microbatch)}};
   }
 
-  Action collective_action(const Task& t, const Collective& c) const {
+  Action collective_action(TaskId id, const Task& t, const Collective& c) const {
     const Stream& stream = graph_.stream(t.stream);
+    // A JSON graph may use any string; the text form could not read back what it wrote.
+    for (const auto& [what, name] :
+         {std::pair{"group", graph_.group(c.group).name}, std::pair{"stream", stream.name}}) {
+      if (!is_text_form_name(name)) {
+        no_text_form(id, std::string(what) + " name \"" + name +
+                             "\" has characters the text form cannot spell; expected letters, "
+                             "digits, '_', '-' and '.'");
+      }
+    }
     CollectiveAction out{.op = c.op,
                          .group = graph_.group(c.group).name,
                          .seq = c.seq,
@@ -127,7 +137,8 @@ class ActionWriter {
     }
     Action a{.type = p2p->type, .stage = t.stage.value(), .microbatch = t.microbatch.value()};
     // Same inference as rows_to_graph: write @peer only when it would not come out the same.
-    if (detail::sole_owner(owners_, a.stage + p2p->peer_offset) != peer.value()) {
+    if (detail::sole_owner(owners_, detail::neighbour_stage(a.stage, p2p->peer_offset)) !=
+        peer.value()) {
       a.peer = peer.value();
     }
     return a;
@@ -142,6 +153,11 @@ class ActionWriter {
 ActionRows graph_to_rows(const Graph& graph) {
   ActionRows out;
   for (const Group& g : graph.data().groups) {
+    if (!is_text_form_name(g.name)) {
+      throw InvalidConfig("group \"" + g.name +
+                          "\" has no text form: its name has characters the text form cannot "
+                          "spell; expected letters, digits, '_', '-' and '.'");
+    }
     GroupDecl decl{.name = g.name};
     for (RankId r : g.ranks) decl.ranks.push_back(r.value());
     out.groups.push_back(std::move(decl));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <vector>
@@ -56,6 +57,15 @@ inline void add_owner(StageOwners& owners, std::int32_t stage, std::int32_t rank
 }
 
 /// The one owner of `stage`, or nullopt when it has none or several.
+/// stage + offset, or -1 (no stage) when that leaves int32: stage numbers come from the user's
+/// text, where a stage near 2^31 - 1 is legal and simply has no neighbour above it.
+inline std::int32_t neighbour_stage(std::int32_t stage, std::int32_t offset) {
+  const std::int64_t neighbour = std::int64_t{stage} + offset;
+  return neighbour < 0 || neighbour > std::numeric_limits<std::int32_t>::max()
+             ? -1
+             : static_cast<std::int32_t>(neighbour);
+}
+
 inline std::optional<std::int32_t> sole_owner(const StageOwners& owners, std::int32_t stage) {
   auto it = owners.find(stage);
   if (it == owners.end() || it->second.size() != 1) return std::nullopt;

@@ -159,7 +159,7 @@ class RowConverter {
 
   std::optional<std::int32_t> peer_of(const Action& a, const detail::P2PConvention& p2p) {
     if (a.peer) return a.peer;
-    std::int32_t neighbour = a.stage + p2p.peer_offset;
+    std::int32_t neighbour = detail::neighbour_stage(a.stage, p2p.peer_offset);
     if (auto owner = detail::sole_owner(owners_, neighbour)) return owner;
     auto it = owners_.find(neighbour);
     std::string found = it == owners_.end() ? "stage " + std::to_string(neighbour) + " has no owner"
@@ -177,7 +177,8 @@ class RowConverter {
     // One stream per peer and direction: PyTorch's NCCL backend gives each pair of ranks its own
     // communicator, so a receive from one neighbour never queues behind one from the other.
     Task t = tagged(a, (p2p.is_send ? "pp-send-" : "pp-recv-") + std::to_string(*peer));
-    std::int64_t tag = p2p_tag(a.stage + p2p.sender_offset, a.microbatch, p2p.what);
+    std::int64_t tag =
+        p2p_tag(detail::neighbour_stage(a.stage, p2p.sender_offset), a.microbatch, p2p.what);
     if (p2p.is_send) {
       t.op = Send{.peer = RankId{*peer}, .tag = tag, .what = p2p.what};
     } else {
@@ -244,8 +245,8 @@ class RowConverter {
       case ActionType::kBackwardInput:
       case ActionType::kBackward:
         deps.push_back(latest(ActionType::kForward, s, mb));
-        deps.push_back(
-            either(latest(ActionType::kRecvBackward, s, mb), latest_backward(s + 1, mb)));
+        deps.push_back(either(latest(ActionType::kRecvBackward, s, mb),
+                              latest_backward(detail::neighbour_stage(s, 1), mb)));
         break;
       case ActionType::kBackwardWeight:
         deps.push_back(latest(ActionType::kBackwardInput, s, mb));

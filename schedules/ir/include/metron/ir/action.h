@@ -95,4 +95,8 @@ Action parse_action(std::string_view token, const std::string& source = "<action
 /// The canonical token; parse_action(to_string(a)) == a.
 std::string to_string(const Action& action);
 
+/// Whether the text form can spell `name` as a group or stream name: not empty, and only letters,
+/// digits, '_', '-' and '.'. A JSON graph may name them with any string.
+bool is_text_form_name(std::string_view name) noexcept;
+
 }  // namespace metron::ir

@@ -1,0 +1,25 @@
+// Fuzzes the model reader (models::model_from_json, Note [model JSON]): an accepted spec's
+// canonical JSON reads back to an equal spec and prints identically.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "fuzz_support.h"
+#include "metron/base/diagnostics.h"
+#include "metron/models/model_spec.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  namespace models = metron::models;
+  using metron::fuzz::require;
+  metron::Diagnostics diagnostics;
+  const auto spec = metron::fuzz::accept([&] {
+    return models::model_from_json(metron::fuzz::as_text(data, size), "model.json", &diagnostics);
+  });
+  if (!spec) return 0;
+  const std::string json = models::to_json(*spec);
+  const models::ModelSpec back = models::model_from_json(json, "<canonical>");
+  require(back == *spec, "model_from_json(to_json(s)) != s");
+  require(models::to_json(back) == json, "to_json is not a fixed point");
+  return 0;
+}

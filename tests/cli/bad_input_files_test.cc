@@ -247,6 +247,12 @@ void expect_signal_mid_write_leaves_nothing(const fs::path& dir, const std::stri
   if (std::system("strace -qq -o /dev/null true >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "strace cannot trace here";
   }
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan writes to its own pipe before metron writes anything, so "the first write" is not the
+  // temporary's, and LeakSanitizer refuses to run under ptrace. tests/base covers the handler
+  // itself under ASan (FileIo.Sig*RemovesTemporariesInFlight...).
+  GTEST_SKIP() << "strace cannot time the signal in an AddressSanitizer build";
+#endif
   const std::string out = (dir / "out.txt").string();
   const std::string log = (dir / "strace.log").string();
   const int status = std::system(

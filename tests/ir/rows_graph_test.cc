@@ -398,6 +398,9 @@ TEST(GraphToRowsError, NamesTheTextFormCannotSpellAreRefused) {
   const Graph h = std::move(c).build();
   EXPECT_THAT([&] { (void)graph_to_rows(h); },
               ThrowsMessage<InvalidConfig>(HasSubstr("group \"w]x\" has no text form")));
+  EXPECT_THAT([] { (void)parse_rows("group g\xff: 0\nrank 0: 0F0\n"); },
+              ThrowsMessage<ParseError>(HasSubstr(
+                  "<text>:1:7: group name \"g\xff\" has characters the text form cannot spell")));
   EXPECT_TRUE(is_text_form_name("dp-intra.0_a"));
   EXPECT_FALSE(is_text_form_name(""));
 }

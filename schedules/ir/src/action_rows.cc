@@ -98,6 +98,12 @@ void parse_group_line(LineReader& in, ActionRows& out) {
   std::size_t at = in.column();
   std::string_view name = in.word(":");
   if (name.empty()) in.fail(at, "expected a group name after \"group\"");
+  // Collectives name their group with the same alphabet (ir::is_text_form_name), so a group the
+  // text form accepted is one it can refer to and write back.
+  if (!is_text_form_name(name)) {
+    in.fail(at, "group name " + quoted(name) + " has characters the text form cannot spell; " +
+                    "expected letters, digits, '_', '-' and '.'");
+  }
   if (!out.rows.empty()) {
     in.fail(at, "group " + quoted(name) +
                     " is declared after the rank rows; expected every "

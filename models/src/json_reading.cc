@@ -7,6 +7,7 @@
 #include "metron/base/error.h"
 #include "metron/base/json_error_text.h"
 #include "metron/base/json_parse.h"
+#include "preset_lookup.h"
 
 namespace metron::models::detail {
 void fail(const std::string& path, std::string what) { throw PathError{path, std::move(what)}; }
@@ -93,22 +94,6 @@ const Json* ObjectReader::find(std::string_view key) {
 }
 
 namespace {
-
-/// Levenshtein distance, for "did you mean": keys are short, so the quadratic table is cheap.
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
 
 /// "; expected one of "a", "b"[; did you mean "a"?]" for an unknown `key`.
 std::string known_keys_hint(const std::string& key, const std::vector<std::string>& known) {

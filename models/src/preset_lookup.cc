@@ -3,9 +3,7 @@
 #include <algorithm>
 
 namespace metron::models::detail {
-namespace {
 
-// Levenshtein distance, for the "did you mean" hint.
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<std::size_t> row(b.size() + 1);
   for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -20,8 +18,6 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
   }
   return row[b.size()];
 }
-
-}  // namespace
 
 std::string unknown_preset_message(std::string_view what, std::string_view name,
                                    const std::vector<std::string_view>& names) {

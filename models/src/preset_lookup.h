@@ -10,6 +10,9 @@
 
 namespace metron::models::detail {
 
+/// Levenshtein distance, for "did you mean" hints (preset names, JSON keys).
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
 /// `<what> preset: unknown name "x"; expected one of a, b, c[; did you mean "b"]`.
 std::string unknown_preset_message(std::string_view what, std::string_view name,
                                    const std::vector<std::string_view>& names);

@@ -41,6 +41,14 @@ void check_distinct_outputs(const std::vector<NamedOutput>& outputs) {
   }
 }
 
+void create_output_directory(const std::string& flag, const std::string& path) {
+  std::error_code error;
+  std::filesystem::create_directories(path, error);
+  if (error) {
+    throw IoError(flag + ": cannot create the folder '" + path + "': " + error.message());
+  }
+}
+
 std::vector<std::string> write_outputs(std::vector<OutputFile> files,
                                        const std::vector<TraceOutput>& traces) {
   std::vector<bool> plain;

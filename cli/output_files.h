@@ -22,6 +22,10 @@ struct NamedOutput {
 /// Standard output ("-") and outputs left out are not compared.
 void check_distinct_outputs(const std::vector<NamedOutput>& outputs);
 
+/// Creates the folder `path` (and its parents) that `flag` names, for outputs written into it.
+/// Throws IoError "<flag>: cannot create the folder '<path>': <reason>" (exit 2).
+void create_output_directory(const std::string& flag, const std::string& path);
+
 /// A trace to write with a run's other outputs.
 struct TraceOutput {
   std::string path;

@@ -21,6 +21,7 @@
 #include "metron/plan/plan_report.h"
 #include "metron/plan/planner.h"
 #include "metron/scenario/evaluation.h"
+#include "metron/scenario/world_layout.h"
 #include "metron/sim/trace_export.h"
 #include "output_files.h"
 #include "progress_bar.h"
@@ -126,15 +127,6 @@ std::vector<NamedOutput> all_outputs(const PlanFlags& f) {
   return out;
 }
 
-void create_trace_dir(const PlanFlags& f) {
-  std::error_code error;
-  std::filesystem::create_directories(f.trace_dir, error);
-  if (error) {
-    throw IoError("--trace-dir: cannot create the folder '" + f.trace_dir +
-                  "': " + error.message());
-  }
-}
-
 void run(const PlanFlags& f) {
   const plan::PlanRequest request = request_of(f);
   // Checked before the search: a clash found after minutes of work would lose them.
@@ -157,8 +149,9 @@ void run(const PlanFlags& f) {
   for (std::size_t i = 0; i < traces; ++i) {
     // The k best simulated again for their traces (the simulator's layout, as `simulate`).
     const scenario::Evaluation e = scenario::evaluate(result.ranked[i].scenario);
-    trace_files.push_back({ranked[i].path, sim::simulation_trace(e.step.graph, e.result,
-                                                                 trace_metadata(e.scenario))});
+    trace_files.push_back(
+        {ranked[i].path, sim::simulation_trace(e.step.graph, e.result, trace_metadata(e.scenario),
+                                               scenario::trace_options(e.scenario, e.step))});
   }
   for (std::size_t i = 0; i < scenarios; ++i) {
     files.push_back({ranked[traces + i].path, scenario::to_json(result.ranked[i].scenario)});
@@ -168,7 +161,7 @@ void run(const PlanFlags& f) {
     if (f.explain) std::cout << "\n" << plan::explain_text(result);
     std::cout << plan::stats_line(result);
   }
-  if (traces + scenarios > 0) create_trace_dir(f);
+  if (traces + scenarios > 0) create_output_directory("--trace-dir", f.trace_dir);
   const std::vector<std::string> written = write_outputs(std::move(files), trace_files);
   if (f.quiet) return;
   for (std::size_t i = 0; i < written.size(); ++i) {

@@ -1,5 +1,6 @@
 #include "simulate_command.h"
 
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -10,10 +11,13 @@
 #include "integer_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#include "metron/chakra/chakra_export.h"
 #include "metron/pipeline/registry.h"
 #include "metron/scenario/evaluation.h"
 #include "metron/scenario/scenario.h"
+#include "metron/scenario/world_layout.h"
 #include "metron/sim/trace_export.h"
+#include "metron/timelines/kineto_trace.h"
 #include "metron/traces/chrome_trace_writer.h"
 #include "output_files.h"
 #include "spec_loading.h"
@@ -40,6 +44,8 @@ struct SimulateOptions {
   SyncFlags sync;
   bool full = false;
   std::string trace;
+  std::string trace_dir;
+  std::string chakra;
   std::string json;
   std::string save_scenario;
 };
@@ -103,7 +109,47 @@ scenario::Scenario scenario_of(const SimulateOptions& o) {
   return s;
 }
 
+/// The traces `o` asks for, of a step and what was simulated of it (all of it, or up to a
+/// deadlock): the merged trace (--trace), one Kineto-shaped file per rank (--trace-dir) and the
+/// Chakra execution traces (--chakra, files added to `files`).
+std::vector<TraceOutput> step_traces(const SimulateOptions& o, const scenario::Scenario& scenario,
+                                     const scenario::Step& step, const sim::SimResult& result,
+                                     std::vector<OutputFile>& files) {
+  std::vector<TraceOutput> out;
+  if (o.trace.empty() && o.trace_dir.empty() && o.chakra.empty()) return out;
+  const sim::TraceOptions options = scenario::trace_options(scenario, step);
+  if (!o.trace.empty()) {
+    out.push_back(
+        {o.trace, sim::simulation_trace(step.graph, result, trace_metadata(scenario), options)});
+  }
+  if (!o.trace_dir.empty()) {
+    std::vector<traces::TraceDocument> ranks =
+        sim::simulation_rank_traces(step.graph, result, trace_metadata(scenario), options);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const std::string name = timelines::rank_trace_file_name(options.layout->world_rank[r]);
+      out.push_back({(std::filesystem::path(o.trace_dir) / name).string(), std::move(ranks[r])});
+    }
+  }
+  if (!o.chakra.empty()) {
+    for (OutputFile& file : chakra::chakra_trace_files(step.graph, step.durations, o.chakra)) {
+      files.push_back(std::move(file));
+    }
+  }
+  return out;
+}
+
+/// Writes `files` and `traces` all or nothing, creating the folders --trace-dir and --chakra name
+/// first; returns the trace paths written.
+std::vector<std::string> write_step_outputs(const SimulateOptions& o, std::vector<OutputFile> files,
+                                            const std::vector<TraceOutput>& traces) {
+  if (!o.trace_dir.empty()) create_output_directory("--trace-dir", o.trace_dir);
+  if (!o.chakra.empty()) create_output_directory("--chakra", o.chakra);
+  return write_outputs(std::move(files), traces);
+}
+
 void run(const SimulateOptions& o) {
+  // --trace-dir and --chakra are folders whose file names never meet (rank-N.json, metron.*):
+  // they may be one folder.
   check_distinct_outputs(
       {{"--json", o.json}, {"--trace", o.trace}, {"--save-scenario", o.save_scenario}});
   const scenario::Scenario scenario = scenario_of(o);
@@ -117,30 +163,37 @@ void run(const SimulateOptions& o) {
   try {
     evaluation = scenario::evaluate(scenario, replication);
   } catch (const sim::SimulationDeadlock& deadlock) {
-    // Nothing is lost: the trace up to the deadlock (and the scenario that deadlocked) are
+    // Nothing is lost: the traces up to the deadlock (and the scenario that deadlocked) are
     // written before the error is reported.
-    std::optional<traces::TraceDocument> trace;
-    if (!o.trace.empty()) {
+    if (!o.trace.empty() || !o.trace_dir.empty() || !o.chakra.empty()) {
       const scenario::Step step = scenario::build_step(scenario, replication);
-      trace = sim::simulation_trace(step.graph, deadlock.partial(), trace_metadata(scenario));
+      const std::vector<TraceOutput> traces =
+          step_traces(o, scenario, step, deadlock.partial(), files);
+      write_step_outputs(o, std::move(files), traces);
+      std::cerr << "metron: wrote the traces up to the deadlock\n";
+    } else {
+      write_step_outputs(o, std::move(files), {});
     }
-    write_outputs(std::move(files),
-                  trace ? std::vector<TraceOutput>{{o.trace, *trace}} : std::vector<TraceOutput>{});
-    if (trace) std::cerr << "metron: wrote the trace up to the deadlock to " << o.trace << "\n";
     throw;
   }
   if (!o.json.empty()) files.push_back({o.json, scenario::result_json(evaluation)});
-  std::optional<traces::TraceDocument> trace;
-  if (!o.trace.empty()) {
-    trace =
-        sim::simulation_trace(evaluation.step.graph, evaluation.result, trace_metadata(scenario));
-  }
+  const std::vector<TraceOutput> traces =
+      step_traces(o, scenario, evaluation.step, evaluation.result, files);
   std::cout << scenario::summary_text(evaluation);
-  const std::vector<std::string> written =
-      write_outputs(std::move(files), trace ? std::vector<TraceOutput>{{o.trace, *trace}}
-                                            : std::vector<TraceOutput>{});
-  for (const std::string& path : written) {
-    std::cout << "  trace                 " << path << " (open in https://ui.perfetto.dev)\n";
+  const std::vector<std::string> written = write_step_outputs(o, std::move(files), traces);
+  if (!o.trace.empty()) {
+    std::cout << "  trace                 " << written.front()
+              << " (open in https://ui.perfetto.dev)\n";
+  }
+  if (!o.trace_dir.empty()) {
+    std::cout << "  per-rank traces       " << o.trace_dir << "/ ("
+              << evaluation.step.graph.num_ranks()
+              << " files rank-N.json, for Holistic Trace Analysis)\n";
+  }
+  if (!o.chakra.empty()) {
+    std::cout << "  chakra traces         " << o.chakra << "/ ("
+              << evaluation.step.graph.num_ranks()
+              << " files metron.N.et and metron.comm_group.json, for ASTRA-sim)\n";
   }
 }
 
@@ -190,6 +243,14 @@ void add_simulate_command(CLI::App& app) {
                 "simulate every data-parallel replica instead of one (same result, slower)");
   cmd->add_option("--trace", o->trace,
                   "write the Chrome/Perfetto trace here (gzip for .gz or when over 50 MB)");
+  cmd->add_option("--trace-dir", o->trace_dir,
+                  "write one Kineto-shaped trace per rank here, rank-<N>.json (N the global\n"
+                  "rank), for Holistic Trace Analysis; the folder is created if missing")
+      ->type_name("DIR");
+  cmd->add_option("--chakra", o->chakra,
+                  "write Chakra execution traces for ASTRA-sim here: metron.<rank>.et per rank\n"
+                  "and metron.comm_group.json (--comm-group-configuration); created if missing")
+      ->type_name("DIR");
   cmd->add_option("--json", o->json, "write the result JSON here");
   cmd->add_option("--save-scenario", o->save_scenario,
                   "write the scenario these flags describe, as JSON");

@@ -17,6 +17,8 @@ set(_metron_install_targets
   metron_base
   metron_ir
   metron_traces
+  metron_timelines
+  metron_chakra
   metron_models
   metron_pipeline
   metron_lowering
@@ -27,7 +29,7 @@ set(_metron_install_targets
   metron_plan)
 # Module folders whose include/ holds public headers (installed when the folder exists).
 set(_metron_header_dirs base schedules/ir schedules/pipeline schedules/lowering schedules/sync traces
-  models sim exec scenario plan)
+  timelines chakra models sim exec scenario plan)
 if(TARGET metron_exec_cuda)
   list(APPEND _metron_install_targets metron_exec_cuda)
   list(APPEND _metron_header_dirs exec/cuda)

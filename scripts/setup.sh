@@ -18,7 +18,7 @@ MAIN_JOB=(build/release/cli/metron plan)
 # Debian packages metron builds with. CUDA is not among them: it is used when present.
 PACKAGES=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git python3
-  clang-14 libclang-rt-14-dev llvm-14)
+  clang-14 libclang-rt-14-dev llvm-14 libprotobuf-dev protobuf-compiler python3-protobuf)
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

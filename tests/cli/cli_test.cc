@@ -409,6 +409,54 @@ TEST_F(Cli, SimulateRejectsBadScenariosWithExitTwo) {
   EXPECT_FALSE(fs::exists(path("never.json")));
 }
 
+TEST_F(Cli, SimulateWritesPerRankAndChakraTracesThatTheirCheckersAccept) {
+  // tp 2, pp 2, dp 2 on 8 GPUs: the graph holds pipeline ranks 0 and 1, which are world ranks
+  // 0 and tp·dp = 4 in Megatron's order, so the per-rank files are rank-0.json and rank-4.json.
+  const std::string flags =
+      "simulate --model gpt3-1.3b --hardware dgx-a100 --tp 2 --pp 2 --dp 2 -m 4 --schedule 1f1b";
+  Outcome r = metron(flags + " --json " + path("r.json") + " --trace " + path("m.json") +
+                     " --trace-dir " + path("ranks") + " --chakra " + path("et"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("per-rank traces"), HasSubstr("chakra traces")));
+  EXPECT_TRUE(fs::exists(path("ranks/rank-0.json")));
+  EXPECT_TRUE(fs::exists(path("ranks/rank-4.json")));
+  for (const char* file : {"et/metron.0.et", "et/metron.1.et", "et/metron.comm_group.json"}) {
+    EXPECT_TRUE(fs::exists(path(file))) << file;
+  }
+  Outcome hta = metron("check-trace --hta " + path("ranks"));
+  EXPECT_EQ(hta.code, 0) << hta.err;
+  Outcome chakra = metron("check-trace " + path("et"));
+  EXPECT_EQ(chakra.code, 0) << chakra.err;
+  EXPECT_EQ(metron("check-trace " + path("m.json")).code, 0);
+
+  // The merged trace's HBM counter peaks at the peak memory the result reports (state plus
+  // activations), per rank.
+  const nlohmann::json result = nlohmann::json::parse(read_file(path("r.json")));
+  const nlohmann::json merged = nlohmann::json::parse(read_file(path("m.json")));
+  for (const nlohmann::json& rank : result.at("per_rank")) {
+    double peak = 0;
+    for (const nlohmann::json& e : merged.at("traceEvents")) {
+      if (e.at("ph") == "C" && e.at("pid") == rank.at("rank")) {
+        peak = std::max(peak, e.at("args").at("allocated_bytes").get<double>());
+      }
+    }
+    EXPECT_NEAR(peak, rank.at("peak_memory_bytes").get<double>(), 1.0) << rank.at("rank");
+  }
+
+  // A damaged Chakra file is caught, and a folder that cannot be made is exit 2, writing nothing.
+  const std::string et = read_file(path("et/metron.1.et"));
+  write_file_atomically(path("et/metron.1.et"), et.substr(0, et.size() - 3));
+  Outcome broken = metron("check-trace " + path("et"));
+  EXPECT_EQ(broken.code, 2);
+  EXPECT_THAT(broken.err, HasSubstr("metron.1.et"));
+  write_file_atomically(path("plain"), "x");
+  Outcome folder =
+      metron(flags + " --json " + path("never.json") + " --trace-dir " + path("plain/sub"));
+  EXPECT_EQ(folder.code, 2);
+  EXPECT_THAT(folder.err, HasSubstr("--trace-dir: cannot create the folder"));
+  EXPECT_FALSE(fs::exists(path("never.json")));
+}
+
 TEST_F(Cli, ScheduleRejectsImpossibleCombinationsWithExitTwo) {
   Outcome unknown = metron("schedule --schedule 1f2b --pp 2 -m 2");
   EXPECT_EQ(unknown.code, 2);

@@ -1,11 +1,14 @@
-// The simulator's trace (Note [simulator trace layout]) for lowered schedules: it passes the
-// trace checker, carries one flow arrow per transfer, and its bubble slices are the metrics'.
+// The simulator's traces (Note [merged trace layout], Note [kineto trace layout] in
+// metron/timelines/) for lowered schedules: they pass the trace checker (the per-rank files with
+// HTA's rules), the merged one carries one flow arrow per transfer, and its bubble slices are the
+// metrics'.
 
 #include "metron/sim/trace_export.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <variant>
 
@@ -51,6 +54,22 @@ TEST(SimulationTrace, EveryScheduleGivesATraceThePerfettoRulesAccept) {
   }
 }
 
+TEST(SimulationTrace, EveryScheduleGivesPerRankTracesHtasRulesAccept) {
+  for (const auto& [name, vp] : std::vector<std::pair<const char*, std::int32_t>>{
+           {"1f1b", 1}, {"interleaved-1f1b", 2}, {"zb-h1", 1}, {"zb-v", 2}, {"dualpipe-v", 2}}) {
+    SCOPED_TRACE(name);
+    const ir::Graph g = step(name, vp);
+    const SimResult r = simulate(g, durations(g));
+    const std::vector<traces::TraceDocument> docs = simulation_rank_traces(g, r);
+    ASSERT_EQ(docs.size(), 4U);
+    for (std::size_t k = 0; k < docs.size(); ++k) {
+      EXPECT_EQ(docs[k].rank, static_cast<std::int64_t>(k));
+      EXPECT_THAT(traces::check_chrome_trace(traces::to_chrome_json(docs[k]), {.hta = true}),
+                  IsEmpty());
+    }
+  }
+}
+
 TEST(SimulationTrace, OneArrowPerTransferAndTheMetricsBubbles) {
   const ir::Graph g = step("1f1b", 1);
   const SimResult r = simulate(g, durations(g));
@@ -86,6 +105,25 @@ TEST(SimulationTrace, APartialResultStillGivesAValidTrace) {
   r.ranks.clear();
   const std::string json = traces::to_chrome_json(simulation_trace(g, r));
   EXPECT_THAT(traces::check_chrome_trace(json), IsEmpty());
+  for (const traces::TraceDocument& d : simulation_rank_traces(g, r)) {
+    EXPECT_THAT(traces::check_chrome_trace(traces::to_chrome_json(d), {.hta = true}), IsEmpty());
+  }
+}
+
+TEST(SimulationTrace, StaticMemoryLiftsTheHbmCounter) {
+  const ir::Graph g = step("1f1b", 1);
+  const SimResult r = simulate(g, durations(g));
+  const traces::TraceDocument doc =
+      simulation_trace(g, r, {}, {.static_memory_bytes = {1000, 2000, 3000, 4000}});
+  std::vector<double> peak(4, 0.0);
+  for (const traces::CounterSample& c : doc.counters) {
+    const auto rank = static_cast<std::size_t>(c.pid);
+    peak[rank] = std::max(peak[rank], c.series.at(0).second);
+  }
+  for (std::size_t k = 0; k < 4; ++k) {
+    const auto static_bytes = static_cast<std::int64_t>(1000 * (k + 1));
+    EXPECT_EQ(peak[k], static_cast<double>(static_bytes + r.ranks[k].peak_memory_bytes));
+  }
 }
 
 }  // namespace

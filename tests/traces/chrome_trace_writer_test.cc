@@ -124,7 +124,8 @@ TEST(ChromeTraceWriter, WritesTheHeaderThenMetadataThenSortedEvents) {
       "\"args\": {\"name\": \"stream 7 compute\"}},\n"
       "    {\"ph\": \"M\", \"name\": \"thread_sort_index\", \"pid\": 3, \"tid\": 7, \"ts\": 0.000, "
       "\"args\": {\"sort_index\": 7}},\n"
-      "    {\"ph\": \"C\", \"name\": \"HBM\", \"pid\": 3, \"ts\": 0.000, \"args\": "
+      "    {\"ph\": \"C\", \"name\": \"HBM\", \"pid\": 3, \"tid\": 1, \"ts\": 0.000, "
+      "\"args\": "
       "{\"allocated_bytes\": 0.25}},\n"
       "    {\"ph\": \"X\", \"cat\": \"compute\", \"name\": \"F0 mb=0 chunk=0\", \"pid\": 3, "
       "\"tid\": 7, \"ts\": 0.500, \"dur\": 1.000, \"args\": {\"microbatch\": 0}},\n"
@@ -252,6 +253,32 @@ TEST(ChromeTraceWriter, WritesV2FlowEndsAndRejectsASliceWithTwo) {
                             "flow_out 2")));
 }
 
+TEST(ChromeTraceWriter, WritesAFlowStartBeforeItsEndAtTheSameTime) {
+  // The receiver has the lower pid: sorting by pid alone would put the end first, and Perfetto
+  // would drop the arrow (flow_end_without_start).
+  TraceDocument d;
+  Slice recv = slice_at(1000, "RECV");
+  recv.pid = 0;
+  recv.duration_ns = 10;
+  recv.flow_in = 9;
+  Slice send = slice_at(1000, "SEND");
+  send.pid = 5;
+  send.duration_ns = 10;
+  send.flow_out = 9;
+  Slice other = slice_at(1000, "F0");
+  other.pid = 7;
+  d.slices = {recv, send, other};
+  const std::string json = to_chrome_json(d);
+  const std::size_t send_at = json.find("\"SEND\"");
+  const std::size_t recv_at = json.find("\"RECV\"");
+  const std::size_t other_at = json.find("\"F0\"");
+  ASSERT_NE(send_at, std::string::npos);
+  EXPECT_LT(send_at, recv_at);
+  EXPECT_LT(other_at, recv_at);  // flow ends after every other event of their time
+  EXPECT_LT(send_at, other_at);  // the rest stays in (pid, tid) order
+  EXPECT_THAT(check_chrome_trace(json), IsEmpty());
+}
+
 TEST(ChromeTraceWriter, WrittenTraceSatisfiesTheChecker) {
   const std::string json = to_chrome_json(small_document());
   EXPECT_THAT(check_chrome_trace(json), IsEmpty());
@@ -298,6 +325,51 @@ TEST_F(WriterFiles, UnwritablePathThrowsIoError) {
   EXPECT_THAT(
       [&] { write_chrome_trace(path("missing/t.json"), small_document()); },
       ::testing::ThrowsMessage<IoError>(HasSubstr("cannot write '" + path("missing/t.json"))));
+}
+
+TEST(ChromeTraceWriter, WritesDistributedInfoAsPyTorchDoes) {
+  // docs/TRACES.md §2.7: backend first, then rank with a space after the colon for HTA's regex.
+  TraceDocument d;
+  d.rank = 4;
+  d.world_size = 8;
+  d.backend = "nccl";
+  d.pg_config = {{.pg_name = "0", .pg_desc = "default_pg", .ranks = {0, 1}},
+                 {.pg_name = "1", .pg_desc = "tp", .backend_config = "cuda:nccl", .ranks = {4}}};
+  d.nccl_version = "2.21.5";
+  d.base_time_ns = 17;
+  const std::string json = to_chrome_json(d);
+  EXPECT_THAT(json,
+              HasSubstr("  \"distributedInfo\": {\"backend\": \"nccl\", \"rank\": 4, "
+                        "\"world_size\": 8, \"pg_count\": 2, \"pg_config\": [{\"pg_name\": "
+                        "\"0\", \"pg_desc\": \"default_pg\", \"backend_config\": \"cuda:nccl\", "
+                        "\"pg_size\": 2, \"ranks\": [0, 1]}, {\"pg_name\": \"1\", \"pg_desc\": "
+                        "\"tp\", \"backend_config\": \"cuda:nccl\", \"pg_size\": 1, \"ranks\": "
+                        "[4]}], \"nccl_version\": \"2.21.5\"},\n  \"baseTimeNanoseconds\": 17,\n"));
+  EXPECT_THAT(check_chrome_trace(json, {.hta = true}), IsEmpty());
+}
+
+TEST(ChromeTraceWriter, WritesV1FlowEventsAfterTheirSlices) {
+  // Kineto's launch → kernel arrow (docs/TRACES.md §1.6, "Flow v1"): each flow event after the
+  // slice it lies in, even when given first and at the slice's own start.
+  TraceDocument d;
+  d.flows = {{.pid = 0, .tid = 7, .ts_ns = 5000, .id = 3, .start = false},
+             {.pid = 9, .tid = 9, .ts_ns = 1000, .id = 3, .start = true}};
+  Slice launch = slice_at(1000, "cudaLaunchKernel");
+  launch.pid = 9;
+  launch.tid = 9;
+  launch.duration_ns = 10;
+  Slice kernel = slice_at(5000, "gemm");
+  kernel.pid = 0;
+  kernel.duration_ns = 10;
+  d.slices = {kernel, launch};
+  const std::string json = to_chrome_json(d);
+  EXPECT_THAT(json, HasSubstr("{\"ph\": \"s\", \"id\": 3, \"cat\": \"ac2g\", \"name\": "
+                              "\"ac2g\", \"pid\": 9, \"tid\": 9, \"ts\": 1.000}"));
+  EXPECT_THAT(json, HasSubstr("{\"ph\": \"f\", \"id\": 3, \"cat\": \"ac2g\", \"name\": "
+                              "\"ac2g\", \"pid\": 0, \"tid\": 7, \"ts\": 5.000, \"bp\": \"e\"}"));
+  EXPECT_LT(json.find("\"cudaLaunchKernel\""), json.find("\"ph\": \"s\""));
+  EXPECT_LT(json.find("\"gemm\""), json.find("\"ph\": \"f\""));
+  EXPECT_THAT(check_chrome_trace(json), IsEmpty());
 }
 
 }  // namespace

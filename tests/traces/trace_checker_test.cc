@@ -126,6 +126,17 @@ TEST(TraceChecker, ReportsAFlowWhoseSourceStartsAfterItsDestination) {
       "2.000 µs, after its destination traceEvents[1] (X \"RECV\") at 1.000 µs");
 }
 
+TEST(TraceChecker, ReportsAFlowEndWrittenBeforeItsStartAtTheSameTime) {
+  // What Perfetto dropped as flow_end_without_start: the receive (lower pid) written first.
+  const std::string recv =
+      R"({"ph": "X", "cat": "c", "name": "RECV", "pid": 0, "tid": 23, "ts": 2, "dur": 1, "bind_id": 4, "flow_in": true})";
+  EXPECT_EQ(
+      only_violation(trace({recv, x("SEND", "2.000", "1", R"(, "bind_id": 4, "flow_out": true)")})),
+      "traceEvents[0] (X \"RECV\", pid 0 tid 23): flow bind_id 4: the destination comes before "
+      "its source traceEvents[1] (X \"SEND\") in the file; Perfetto drops an end it sees before "
+      "the start (flow_end_without_start)");
+}
+
 TEST(TraceChecker, ReportsADuplicateFlowId) {
   const std::string recv =
       R"({"ph": "X", "cat": "c", "name": "RECV", "pid": 2, "tid": 23, "ts": 5, "dur": 1, "bind_id": 4, "flow_in": true})";
@@ -316,14 +327,21 @@ TEST(TraceCheckerHta, ReportsAGpuEventWithoutStream) {
       "see it as GPU work");
 }
 
-TEST(TraceCheckerHta, ReportsStreamZero) {
+TEST(TraceCheckerHta, ReportsANegativeStreamButTakesStreamZero) {
+  // HTA keys GPU work by args.stream != -1; stream 0 is GPU work to it like any other.
   EXPECT_EQ(
       only_violation(
           trace(
-              {R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 0, "device": 0, "correlation": 1}})"}),
+              {R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": -2, "device": 0, "correlation": 1}})"}),
           {.hta = true}),
-      "traceEvents[0] (X \"gemm\", pid 0 tid 7): GPU event's args.stream 0 is not an "
-      "integer >= 1");
+      "traceEvents[0] (X \"gemm\", pid 0 tid 7): GPU event's args.stream -2 is not an integer "
+      ">= 0; HTA keys streams by integer and -1 marks CPU events");
+  EXPECT_THAT(
+      check_chrome_trace(
+          trace(
+              {R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 0, "correlation": 1}})"}),
+          {.hta = true}),
+      IsEmpty());
 }
 
 TEST(TraceCheckerHta, ReportsAKernelWithoutLaunchWhenStepsArePresent) {
@@ -331,6 +349,7 @@ TEST(TraceCheckerHta, ReportsAKernelWithoutLaunchWhenStepsArePresent) {
       only_violation(
           trace(
               {R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 100, "tid": 101, "ts": 0, "dur": 20})",
+               R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 101, "ts": 20, "dur": 20})",
                R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 7, "device": 0, "correlation": 1}})"}),
           {.hta = true}),
       HasSubstr("correlation 1 has no cuda_runtime launch"));
@@ -353,9 +372,89 @@ TEST(TraceCheckerHta, ReportsStreamOnACpuEventAndMissingCat) {
           {.hta = true}),
       HasSubstr("CPU event carries args.stream"));
   EXPECT_THAT(
-      only_violation(trace({R"({"ph": "X", "name": "a", "pid": 1, "tid": 7, "ts": 0, "dur": 1})"}),
-                     {.hta = true}),
+      only_violation(
+          trace(
+              {R"({"ph": "X", "name": "a", "pid": 1, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 7, "correlation": 1}})"}),
+          {.hta = true}),
       HasSubstr("has no cat; HTA drops it"));
+}
+
+TEST(TraceCheckerHta, ReportsGpuWorkInACategoryTheIdleBreakdownDrops) {
+  // metron's old merged categories: HTA counted them as GPU time but found no kernel to break
+  // idle time down by ("No objects to concatenate").
+  EXPECT_EQ(
+      only_violation(
+          trace(
+              {R"({"ph": "X", "cat": "compute", "name": "F0", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 7, "correlation": 1}})"}),
+          {.hta = true}),
+      "traceEvents[0] (X \"F0\", pid 0 tid 7): GPU event's cat \"compute\" is none of kernel, "
+      "gpu_memcpy, gpu_memset: HTA counts it as GPU time but its idle-time breakdown drops it "
+      "(\"No objects to concatenate\" when no kernel is left)");
+  // Kineto's sync events are GPU events too, and fine.
+  EXPECT_THAT(
+      check_chrome_trace(
+          trace(
+              {R"({"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 1007, "ts": 0, "dur": 0, "args": {"stream": 7, "correlation": 1, "wait_on_stream": 20}})"}),
+          {.hta = true}),
+      IsEmpty());
+}
+
+TEST(TraceCheckerHta, ReportsAGpuEventWithoutCorrelationButNotWithoutDevice) {
+  EXPECT_THAT(
+      only_violation(
+          trace(
+              {R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 7, "device": 0}})"}),
+          {.hta = true}),
+      HasSubstr("GPU event has no integer args.correlation; HTA joins it to its launch by it"));
+}
+
+TEST(TraceCheckerHta, ReportsAKernelThatStartsBeforeItsLaunch) {
+  EXPECT_THAT(
+      only_violation(
+          trace(
+              {R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 101, "ts": 5, "dur": 1, "args": {"correlation": 3}})",
+               R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 4, "dur": 1, "args": {"stream": 7, "correlation": 3}})"}),
+          {.hta = true}),
+      HasSubstr("starts before its launch traceEvents[0] (X \"cudaLaunchKernel\"); HTA's queue "
+                "length and critical path see the kernel run before it was launched"));
+}
+
+TEST(TraceCheckerHta, ReportsTwoLaunchesWithOneCorrelation) {
+  EXPECT_THAT(
+      only_violation(
+          trace(
+              {R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 101, "ts": 1, "dur": 1, "args": {"correlation": 3}})",
+               R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 101, "ts": 2, "dur": 1, "args": {"correlation": 3}})",
+               R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 4, "dur": 1, "args": {"stream": 7, "correlation": 3}})"}),
+          {.hta = true}),
+      HasSubstr("cuda_runtime correlation 3 already belongs to traceEvents[0] (X "
+                "\"cudaLaunchKernel\"); HTA's queue length needs one launch per kernel"));
+}
+
+TEST(TraceCheckerHta, TakesAKernelWithoutLaunchUnderOneStepAndWhatHtaDropsHarmlessly) {
+  // One ProfilerStep#: HTA keeps every kernel. A CPU event without cat, B/E pairs and instants
+  // are dropped by HTA without harm to any analysis.
+  EXPECT_THAT(
+      check_chrome_trace(
+          trace(
+              {R"({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#0", "pid": 100, "tid": 101, "ts": 0, "dur": 20})",
+               R"({"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 0, "dur": 1, "args": {"stream": 7, "correlation": 1}})",
+               R"({"ph": "X", "name": "no cat", "pid": 100, "tid": 102, "ts": 0, "dur": 1})",
+               R"({"ph": "B", "cat": "a", "name": "open", "pid": 100, "tid": 103, "ts": 1.0})",
+               R"({"ph": "E", "pid": 100, "tid": 103, "ts": 3.0})"}),
+          {.hta = true}),
+      IsEmpty());
+}
+
+TEST(TraceCheckerHta, ReportsGpuWorkAsBeginEnd) {
+  EXPECT_THAT(
+      check_chrome_trace(
+          trace(
+              {R"({"ph": "B", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 1.0, "args": {"stream": 7, "correlation": 1}})",
+               R"({"ph": "E", "pid": 0, "tid": 7, "ts": 3.0})"}),
+          {.hta = true}),
+      ElementsAre(HasSubstr("GPU event (args.stream) is not an X event; HTA drops events "
+                            "without dur")));
 }
 
 class TraceCheckerFile : public ::testing::Test {

@@ -220,6 +220,7 @@ std::string counter_event(const CounterSample& c) {
   std::string out = event_start("C");
   append_field(out, "name", c.name);
   append_field(out, "pid", c.pid);
+  append_field(out, "tid", c.tid);
   append_time_field(out, "ts", c.ts_ns);
   out += ", \"args\": ";
   append_args(out, series);
@@ -240,10 +241,29 @@ std::string instant_event(const Instant& i) {
   return out;
 }
 
-/// A timed event with its sort key. Counters are process-scoped; tid 0 sorts them before the
-/// rows of their process at the same time.
+/// `{"ph": "s", "id": .., "cat": .., "name": .., "pid": .., "tid": .., "ts": ..}`, an `f` with
+/// `"bp": "e"` so that it binds to its enclosing slice (docs/TRACES.md §1.6, "Flow v1").
+std::string flow_event(const FlowEvent& f) {
+  std::string out = event_start(f.start ? "s" : "f");
+  append_field(out, "id", f.id);
+  append_field(out, "cat", f.cat);
+  append_field(out, "name", f.name);
+  append_field(out, "pid", f.pid);
+  append_field(out, "tid", f.tid);
+  append_time_field(out, "ts", f.ts_ns);
+  if (!f.start) append_field(out, "bp", "e");
+  out += '}';
+  return out;
+}
+
+/// A timed event with its sort key. At equal times, flow ends (flow_in) come after every other
+/// event: Perfetto's flow tracker reads events in timestamp order and then file order, and drops
+/// an end it sees before its start (flow_end_without_start), which happened whenever a receive's
+/// rank was lower than its sender's. Counters sort before the rows of their process at the same
+/// time (tid 0 in the key only).
 struct TimedEvent {
   std::int64_t ts = 0;
+  bool flow_end = false;
   std::int64_t pid = 0;
   std::int64_t tid = 0;
   std::string json;
@@ -251,19 +271,26 @@ struct TimedEvent {
 
 std::vector<std::string> sorted_events(const TraceDocument& document) {
   std::vector<TimedEvent> timed;
-  timed.reserve(document.slices.size() + document.counters.size() + document.instants.size());
+  timed.reserve(document.slices.size() + document.counters.size() + document.instants.size() +
+                document.flows.size());
   for (const Slice& s : document.slices)
-    timed.push_back({s.start_ns, s.pid, s.tid, slice_event(s)});
+    timed.push_back({s.start_ns, s.flow_in.has_value(), s.pid, s.tid, slice_event(s)});
   for (const CounterSample& c : document.counters) {
     std::string json = counter_event(c);
-    if (!json.empty()) timed.push_back({c.ts_ns, c.pid, 0, std::move(json)});
+    if (!json.empty()) timed.push_back({c.ts_ns, false, c.pid, 0, std::move(json)});
   }
   for (const Instant& i : document.instants) {
-    timed.push_back({i.ts_ns, i.pid, i.tid, instant_event(i)});
+    timed.push_back({i.ts_ns, false, i.pid, i.tid, instant_event(i)});
+  }
+  // Last in input order: the stable sort keeps a flow event after the slice of its own
+  // (ts, pid, tid), as Perfetto's flow tracker needs.
+  for (const FlowEvent& f : document.flows) {
+    timed.push_back({f.ts_ns, false, f.pid, f.tid, flow_event(f)});
   }
   // Stable: equal keys keep the input order, so the same document gives the same bytes.
   std::stable_sort(timed.begin(), timed.end(), [](const TimedEvent& a, const TimedEvent& b) {
     if (a.ts != b.ts) return a.ts < b.ts;
+    if (a.flow_end != b.flow_end) return b.flow_end;
     if (a.pid != b.pid) return a.pid < b.pid;
     return a.tid < b.tid;
   });
@@ -273,16 +300,50 @@ std::vector<std::string> sorted_events(const TraceDocument& document) {
   return events;
 }
 
+/// `, "pg_count": N, "pg_config": [{pg_name, pg_desc, backend_config, pg_size, ranks}, ...]`
+/// (docs/TRACES.md §2.7). Member lists hold "ranks", never a bare "rank" key, so HTA's rank regex
+/// still finds distributedInfo.rank first.
+void append_pg_config(std::string& out, const std::vector<ProcessGroupConfig>& groups) {
+  append_field(out, "pg_count", static_cast<std::int64_t>(groups.size()));
+  out += ", \"pg_config\": [";
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const ProcessGroupConfig& pg = groups[g];
+    if (g > 0) out += ", ";
+    out += '{';
+    append_key(out, "pg_name");
+    append_string(out, pg.pg_name);
+    append_field(out, "pg_desc", pg.pg_desc);
+    append_field(out, "backend_config", pg.backend_config);
+    append_field(out, "pg_size", static_cast<std::int64_t>(pg.ranks.size()));
+    out += ", \"ranks\": [";
+    for (std::size_t k = 0; k < pg.ranks.size(); ++k) {
+      if (k > 0) out += ", ";
+      append_integer(out, pg.ranks[k]);
+    }
+    out += "]}";
+  }
+  out += ']';
+}
+
 /// The header keys in docs/TRACES.md §6.1 order. Every key is followed by ": " so that HTA's rank
 /// regex `"rank":\s+(\d+)` finds distributedInfo (§2.8).
 std::string header(const TraceDocument& document) {
   std::string out = "{\n  \"schemaVersion\": 1,\n  \"deviceProperties\": [],\n";
   if (document.rank) {
-    out += "  \"distributedInfo\": {\"rank\": " + std::to_string(*document.rank);
+    out += "  \"distributedInfo\": {";
+    if (document.backend) {
+      append_key(out, "backend");
+      append_string(out, *document.backend);
+      out += ", ";
+    }
+    out += "\"rank\": " + std::to_string(*document.rank);
     if (document.world_size) out += ", \"world_size\": " + std::to_string(*document.world_size);
+    if (!document.pg_config.empty()) append_pg_config(out, document.pg_config);
+    if (document.nccl_version) append_field(out, "nccl_version", *document.nccl_version);
     out += "},\n";
   }
-  out += "  \"baseTimeNanoseconds\": 0,\n  \"displayTimeUnit\": \"ns\",\n";
+  out += "  \"baseTimeNanoseconds\": " + std::to_string(document.base_time_ns) +
+         ",\n  \"displayTimeUnit\": \"ns\",\n";
   std::string metadata;
   append_args(metadata, document.metadata);
   out += "  \"otherData\": " + metadata + ",\n";

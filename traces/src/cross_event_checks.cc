@@ -83,7 +83,8 @@ void Checker::check_nesting() {
 }
 
 /// Each bind_id starts one arrow and ends it once (Perfetto rejects reuse as
-/// flow_duplicate_id), and an arrow does not point back in time.
+/// flow_duplicate_id), an arrow does not point back in time, and its start comes first in the
+/// file.
 void Checker::check_flows_v2() {
   struct Ends {
     std::vector<std::size_t> out;
@@ -120,6 +121,13 @@ void Checker::check_flows_v2() {
         add(ends.out[0], flow + ": the source starts at " + microseconds(*source.ts) +
                              " µs, after its destination " + short_name(ends.in[0]) + " at " +
                              microseconds(*target.ts) + " µs");
+      } else if (ends.in[0] < ends.out[0]) {
+        // Perfetto's flow tracker sees events in timestamp order and, at equal timestamps, in
+        // file order: an end before its start is dropped (stat flow_end_without_start).
+        add(ends.in[0], flow + ": the destination comes before its source " +
+                            short_name(ends.out[0]) +
+                            " in the file; Perfetto drops an end it sees before the start "
+                            "(flow_end_without_start)");
       }
     }
   }

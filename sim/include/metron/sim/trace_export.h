@@ -1,32 +1,46 @@
 #pragma once
-// The simulator's trace: one merged Chrome trace for all ranks in the layout of docs/TRACES.md
-// §6.3. Note [simulator trace layout]:
-//
-//   pid = rank, named "Rank R (pp=S tp=T dp=D)", sorted by R. Rows (tids, each named and sorted):
-//     1 host (host waits)   7 compute   20 tp   21 dp   22 pp-send   23 pp-recv   24 ep
-//     40, 41, ... any further stream   90 bubbles   91 annotations (the step)
-//   chosen by stream name ("compute", "tp*", "dp*", "pp-send*", "pp-recv*", "ep*"; a second
-//   stream of a kind — the send stream to the other neighbour, say — takes the next free tid
-//   from 40).
-//   Slices: compute "F3 mb=3 chunk=0" (B, I, W likewise; "OPT step=0"), p2p
-//   "SEND_F3 mb=3 ->r1" / "RECV_F3 mb=3 <-r0" (F: activations, B: gradients) joined by a v2 flow
-//   arrow, collectives "all-reduce dp0 bytes=N" with Kineto's collective args; args rank, stage,
-//   microbatch, chunk, stream, flops/bytes where known. Bubbles "bubble" with args reason and
-//   waited_on; an "HBM" counter per rank (allocated_bytes); the step as an annotation slice and
-//   a global instant at its end. Zero-length tasks are left out (nothing to see, and Perfetto
-//   draws them as instants).
+// The simulator's traces, written through the shared layouts of metron::timelines: the merged
+// Perfetto file (docs/TRACES.md §6.3, Note [merged trace layout] in metron/timelines/
+// merged_trace.h) and per-rank Kineto-shaped files for HTA (§6.2, Note [kineto trace layout] in
+// metron/timelines/kineto_trace.h). This file only turns a SimResult into a Timeline.
 
+#include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "metron/ir/graph.h"
 #include "metron/sim/simulator.h"
+#include "metron/timelines/timeline.h"
 #include "metron/traces/trace_events.h"
 
 namespace metron::sim {
 
-/// The trace of a (possibly partial) simulation; `metadata` goes to otherData / metadata
-/// (tool, schedule, parallel sizes, ...). Tasks that never started are left out.
+/// What the trace shows beyond the SimResult.
+struct TraceOptions {
+  /// By rank: weights + gradients + optimizer state, added to the HBM counter so that its peak is
+  /// the rank's peak memory; empty = 0.
+  std::vector<std::int64_t> static_memory_bytes;
+  /// World ranks, devices and process-group names (the real world when the graph holds part of
+  /// it); unset = timelines::graph_world_layout(graph).
+  std::optional<timelines::WorldLayout> layout;
+};
+
+/// The Timeline of a (possibly partial) simulation: spans, makespan, memory, bubbles; issue
+/// times left to derive (timelines::issue_times).
+timelines::Timeline simulation_timeline(const ir::Graph& graph, const SimResult& result,
+                                        std::vector<std::int64_t> static_memory_bytes = {});
+
+/// The merged trace; `metadata` goes to otherData / metadata (tool, schedule, parallel sizes,
+/// ...). Tasks that never started are left out.
 traces::TraceDocument simulation_trace(const ir::Graph& graph, const SimResult& result,
-                                       std::vector<traces::Arg> metadata = {});
+                                       std::vector<traces::Arg> metadata = {},
+                                       const TraceOptions& options = {});
+
+/// One Kineto-shaped document per graph rank (by RankId), to be written as
+/// timelines::rank_trace_file_name(layout.world_rank[r]) in one directory.
+std::vector<traces::TraceDocument> simulation_rank_traces(const ir::Graph& graph,
+                                                          const SimResult& result,
+                                                          std::vector<traces::Arg> metadata = {},
+                                                          const TraceOptions& options = {});
 
 }  // namespace metron::sim

@@ -4,8 +4,9 @@
 // baseTimeNanoseconds, displayTimeUnit, otherData, metadata) and `traceEvents` last; `": "` after
 // keys so HTA's regex finds `"rank": <n>`; timestamps in µs with 3 decimals (exact for integer
 // nanoseconds); names sanitised (no control characters, no \u escapes); M events for process and
-// thread names and sort indices; events sorted by (ts, pid, tid) with ties broken by input
-// order, so the same document always gives the same bytes.
+// thread names and sort indices; events sorted by (ts, pid, tid) — except that at equal ts a
+// flow's end (flow_in) comes after the other events, so that its start is read first — with ties
+// broken by input order, so the same document always gives the same bytes.
 
 #include <cstdint>
 #include <string>

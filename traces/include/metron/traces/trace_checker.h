@@ -9,9 +9,16 @@
 namespace metron::traces {
 
 struct TraceCheckOptions {
-  /// Also apply HTA's rules (distributedInfo.rank first and written `"rank": <n>`, GPU events
-  /// with integer args.stream >= 1, device and correlation, every kept event with cat and dur).
-  /// For per-rank executor files; the merged simulator file is checked with Perfetto's rules.
+  /// Also apply HTA's rules: exactly what breaks one of Holistic Trace Analysis's analyses
+  /// (docs/TRACES.md §2.8), nothing it merely drops without harm. Per file: distributedInfo.rank
+  /// present, written `"rank": <n>` and found first by HTA's regex; per directory, each rank in one
+  /// file. Per event, for GPU work (every event with args.stream, as HTA sees it): an X event
+  /// with cat, in a category HTA's idle-time breakdown keeps (kernel, gpu_memcpy, gpu_memset;
+  /// cuda_sync), args.stream an integer >= 0, an integer args.correlation, and named nccl... when
+  /// it carries collective args; no args.stream on CPU events or gpu_user_annotation, none
+  /// missing on a kernel category; at most one cuda_runtime event per correlation, starting no
+  /// later than its kernel; and, with two or more ProfilerStep# markers, a cuda_runtime launch for
+  /// every kernel. For per-rank files; the merged simulator file is checked with Perfetto's rules.
   bool hta = false;
 };
 

@@ -240,7 +240,9 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::IsMember({"batched", "async"}));
   add_sync_flags(*cmd, o->sync);
   cmd->add_flag("--full", o->full,
-                "simulate every data-parallel replica instead of one (same result, slower)");
+                "simulate every data-parallel replica and tensor-parallel peer, a rank per GPU\n"
+                "(context- and expert-parallel peers excepted), instead of one pipeline (same\n"
+                "result, slower; every GPU gets its own trace)");
   cmd->add_option("--trace", o->trace,
                   "write the Chrome/Perfetto trace here (gzip for .gz or when over 50 MB)");
   cmd->add_option("--trace-dir", o->trace_dir,

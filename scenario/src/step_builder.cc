@@ -13,6 +13,7 @@
 #include "metron/lowering/comm_groups.h"
 #include "metron/lowering/data_parallel.h"
 #include "metron/lowering/intra_layer.h"
+#include "metron/lowering/tensor_parallel.h"
 #include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/group_placement.h"
@@ -288,13 +289,14 @@ Step build_step(const Scenario& s, Replication replication) {
   }
   // Note [input limits]: every replica repeats the pipeline's actions; refuse before building.
   if (replication == Replication::kFull) {
-    const double actions =
-        static_cast<double>(mp.dp) * layout.spec.microbatches * layout.spec.pp * layout.spec.vp;
+    const double actions = static_cast<double>(mp.tp) * static_cast<double>(mp.dp) *
+                           layout.spec.microbatches * layout.spec.pp * layout.spec.vp;
     if (actions > static_cast<double>(models::kMaxStepActions)) {
       throw InvalidConfig(fmt::format(
-          "scenario: --full simulates dp·microbatches·pp·vp = {}·{}·{}·{} = {:.0f} forwards; "
-          "expected at most {} (the limit of forwards per step); simulate one replica instead",
-          mp.dp, layout.spec.microbatches, layout.spec.pp, layout.spec.vp, actions,
+          "scenario: --full simulates tp·dp·microbatches·pp·vp = {}·{}·{}·{}·{} = {:.0f} "
+          "forwards; expected at most {} (the limit of forwards per step); simulate one replica "
+          "instead",
+          mp.tp, mp.dp, layout.spec.microbatches, layout.spec.pp, layout.spec.vp, actions,
           models::kMaxStepActions));
     }
   }
@@ -322,6 +324,11 @@ Step build_step(const Scenario& s, Replication replication) {
     }
   }
   ir::Graph graph = std::move(builder).build();
+  // Full mode gives every tensor-parallel peer its rank too (Note [tensor-parallel peers]); a
+  // second validation, paid only here.
+  if (replication == Replication::kFull && mp.tp > 1) {
+    graph = lowering::replicate_tensor_parallel(graph, static_cast<std::int32_t>(mp.tp));
+  }
 
   // Durations.
   step.durations.resize(static_cast<std::size_t>(graph.num_tasks()));

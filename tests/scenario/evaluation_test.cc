@@ -103,6 +103,32 @@ TEST(Evaluate, SymmetricModeAgreesExactlyWithTheFullGraph) {
   EXPECT_GT(sym.result.ranks[0].comm_total, 0);
 }
 
+TEST(Evaluate, FullModeGivesTensorParallelPeersTheirRanksAndAgreesWithSymmetric) {
+  // tp 2, pp 2, dp 2: the full graph holds all 8 GPUs, each tp group its two peers, and every
+  // peer runs what the symmetric graph's one rank runs.
+  Scenario s = small_model(2);
+  s.parallel.tp = 2;
+  const Evaluation sym = evaluate(s, Replication::kSymmetric);
+  const Evaluation full = evaluate(s, Replication::kFull);
+  ASSERT_EQ(sym.step.graph.num_ranks(), 2);
+  ASSERT_EQ(full.step.graph.num_ranks(), 8);
+  EXPECT_EQ(sym.result.makespan, full.result.makespan);
+  for (std::int32_t r = 0; r < 8; ++r) {
+    const sim::RankMetrics& a = sym.result.ranks[static_cast<std::size_t>(r % 2)];
+    const sim::RankMetrics& b = full.result.ranks[static_cast<std::size_t>(r)];
+    EXPECT_EQ(a.compute_busy, b.compute_busy) << r;
+    EXPECT_EQ(a.comm_exposed, b.comm_exposed) << r;
+    EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << r;
+  }
+  for (const ir::Group& group : full.step.graph.data().groups) {
+    const std::size_t expected = group.name.starts_with("tp")   ? 2
+                                 : group.name.starts_with("dp") ? 2
+                                                                : 1;
+    EXPECT_EQ(group.ranks.size(), expected) << group.name;
+  }
+  EXPECT_DOUBLE_EQ(sym.mfu, full.mfu);
+}
+
 TEST(Evaluate, ThroughputAndMfuFollowMegatronsFormula) {
   const Scenario s = default_scenario();
   const Evaluation e = evaluate(s);
@@ -140,7 +166,7 @@ TEST(Evaluate, RefusesATaskTimeBeyondADayNamingTheTask) {
   many.parallel.num_microbatches = 4096;
   EXPECT_THAT([&] { (void)build_step(many, Replication::kFull); },
               ::testing::ThrowsMessage<InvalidConfig>(::testing::HasSubstr(
-                  "--full simulates dp·microbatches·pp·vp = 4096·4096·2·1 = 33554432 forwards; "
+                  "--full simulates tp·dp·microbatches·pp·vp = 1·4096·4096·2·1 = 33554432 forwards; "
                   "expected at most 16777216")));
 }
 

@@ -5,48 +5,12 @@
 #include <string>
 #include <variant>
 
+#include "graph_copies.h"
 #include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
 
 namespace metron::lowering {
 namespace {
-
-/// Shifts every id of a task copied into replica `k` by that replica's offsets.
-struct Offsets {
-  std::int32_t ranks = 0;
-  std::int32_t streams = 0;
-  std::int32_t groups = 0;
-  std::int32_t buffers = 0;
-  std::int32_t tasks = 0;
-};
-
-template <class Id>
-Id shifted(Id id, std::int32_t by) {
-  return id.valid() ? Id{id.value() + by} : id;
-}
-
-ir::Task copy_task(const ir::Task& task, const Offsets& o) {
-  ir::Task t = task;
-  t.rank = shifted(t.rank, o.ranks);
-  t.stream = shifted(t.stream, o.streams);
-  for (ir::TaskId& dep : t.deps) dep = shifted(dep, o.tasks);
-  for (ir::BufferId& b : t.allocates) b = shifted(b, o.buffers);
-  for (ir::BufferId& b : t.uses) b = shifted(b, o.buffers);
-  std::visit(
-      [&](auto& op) {
-        using Op = std::decay_t<decltype(op)>;
-        if constexpr (std::is_same_v<Op, ir::Send> || std::is_same_v<Op, ir::Recv>) {
-          op.peer = shifted(op.peer, o.ranks);
-        } else if constexpr (std::is_same_v<Op, ir::Collective>) {
-          op.group = shifted(op.group, o.groups);
-          op.root = shifted(op.root, o.ranks);
-        } else if constexpr (std::is_same_v<Op, ir::HostWait>) {
-          op.target = shifted(op.target, o.tasks);
-        }
-      },
-      t.op);
-  return t;
-}
 
 bool is_backward(const ir::Task& task) {
   const auto* c = std::get_if<ir::Compute>(&task.op);
@@ -68,40 +32,12 @@ ir::Graph replicate_data_parallel(const ir::Graph& pipeline, std::int32_t replic
                         std::to_string(replicas));
   }
   if (replicas == 1) return pipeline;
-  const ir::GraphData& in = pipeline.data();
-  ir::GraphData out;
-  for (std::int32_t k = 0; k < replicas; ++k) {
-    const Offsets o{.ranks = k * static_cast<std::int32_t>(in.ranks.size()),
-                    .streams = k * static_cast<std::int32_t>(in.streams.size()),
-                    .groups = k * static_cast<std::int32_t>(in.groups.size()),
-                    .buffers = k * static_cast<std::int32_t>(in.buffers.size()),
-                    .tasks = k * static_cast<std::int32_t>(in.tasks.size())};
-    for (ir::Rank rank : in.ranks) {
-      rank.coords.dp = k;
-      out.ranks.push_back(rank);
-    }
-    for (ir::Stream stream : in.streams) {
-      stream.rank = shifted(stream.rank, o.ranks);
-      out.streams.push_back(std::move(stream));
-    }
-    for (ir::Group group : in.groups) {
-      group.name += ".dp" + std::to_string(k);
-      for (ir::RankId& r : group.ranks) r = shifted(r, o.ranks);
-      out.groups.push_back(std::move(group));
-    }
-    for (ir::Buffer buffer : in.buffers) {
-      buffer.rank = shifted(buffer.rank, o.ranks);
-      out.buffers.push_back(std::move(buffer));
-    }
-    for (const ir::Task& task : in.tasks) out.tasks.push_back(copy_task(task, o));
-    for (const auto& order : in.issue_order) {
-      std::vector<ir::TaskId> copy;
-      copy.reserve(order.size());
-      for (ir::TaskId t : order) copy.push_back(shifted(t, o.tasks));
-      out.issue_order.push_back(std::move(copy));
-    }
-  }
-  return ir::GraphBuilder(std::move(out)).build();
+  const detail::CopyPlan plan{
+      .copies = replicas,
+      .set_coords = [](ir::RankCoords& c, std::int32_t k) { c.dp = k; },
+      .name = [](const ir::Group& g,
+                 std::int32_t k) { return g.name + ".dp" + std::to_string(k); }};
+  return ir::GraphBuilder(detail::side_by_side(pipeline.data(), plan)).build();
 }
 
 void add_gradient_all_reduce(ir::GraphBuilder& b, std::int32_t pipeline_ranks,

@@ -164,10 +164,11 @@ TEST(Evaluate, RefusesATaskTimeBeyondADayNamingTheTask) {
   Scenario many = small_model(4096);
   many.parallel.global_batch.reset();
   many.parallel.num_microbatches = 4096;
-  EXPECT_THAT([&] { (void)build_step(many, Replication::kFull); },
-              ::testing::ThrowsMessage<InvalidConfig>(::testing::HasSubstr(
-                  "--full simulates tp·dp·microbatches·pp·vp = 1·4096·4096·2·1 = 33554432 forwards; "
-                  "expected at most 16777216")));
+  EXPECT_THAT(
+      [&] { (void)build_step(many, Replication::kFull); },
+      ::testing::ThrowsMessage<InvalidConfig>(::testing::HasSubstr(
+          "--full simulates tp·dp·microbatches·pp·vp = 1·4096·4096·2·1 = 33554432 forwards; "
+          "expected at most 16777216")));
 }
 
 }  // namespace

@@ -12,6 +12,9 @@
 #   METRON_FUZZ_BUILD_DIR  build folder (default build/fuzz, the preset's)
 #   METRON_FUZZ_JOBS       parallel compile jobs (default: the number of cores)
 #   METRON_FUZZ_MAX_LEN    largest input libFuzzer makes, bytes (default 65536)
+#   METRON_FUZZ_RUNS       stop a target after this many executions if it gets there before
+#                          SECONDS_PER_TARGET (default: no limit); e.g. 10000000 for the goal of
+#                          10 million executions per target without a crash
 #
 # Each run works in <build>/fuzz-run/<target>/ (corpus/ grows there, never in the repository);
 # crashing inputs land in <build>/fuzz-run/<target>/artifacts/. fuzz/README.md says how to
@@ -22,7 +25,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 ALL_TARGETS=(rows_text rows_csv graph_json scenario_json model_json hardware_json
-  cost_profile_json stage_costs_json trace_json)
+  cost_profile_json stage_costs_json trace_json chakra_et)
 
 die() { printf 'fuzz.sh: error: %s\n' "$*" >&2; exit 2; }
 
@@ -38,6 +41,8 @@ done
 build_dir="${METRON_FUZZ_BUILD_DIR:-$ROOT/build/fuzz}"
 jobs="${METRON_FUZZ_JOBS:-$(nproc)}"
 max_len="${METRON_FUZZ_MAX_LEN:-65536}"
+runs="${METRON_FUZZ_RUNS:--1}"
+[[ "$runs" =~ ^-?[0-9]+$ ]] || die "METRON_FUZZ_RUNS must be an integer, got \"$runs\""
 command -v clang++-14 >/dev/null || die "clang++-14 not found (Debian: clang-14 libclang-rt-14-dev)"
 
 start=$SECONDS
@@ -51,6 +56,7 @@ printf '==> build: %ds (%s jobs)\n' "$((SECONDS - start))" "$jobs"
 dict_of() {
   case "$1" in
     rows_*) echo "$ROOT/fuzz/dict/rows.dict" ;;
+    chakra_*) echo "$ROOT/fuzz/dict/chakra.dict" ;;
     *) echo "$ROOT/fuzz/dict/json.dict" ;;
   esac
 }
@@ -78,7 +84,7 @@ for t in "${targets[@]}"; do
   rc=0
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
     UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-    "$build_dir/fuzz/fuzz_$t" -max_total_time="$seconds" -max_len="$max_len" \
+    "$build_dir/fuzz/fuzz_$t" -max_total_time="$seconds" -runs="$runs" -max_len="$max_len" \
     -rss_limit_mb=2048 -timeout=20 -dict="$(dict_of "$t")" -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" "$work/corpus" >"$log" 2>&1 || rc=$?
   execs="$(stat number_of_executed_units "$log")"

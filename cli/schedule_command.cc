@@ -162,7 +162,9 @@ void run_with_sync(const ScheduleOptions& o) {
                 .p2p = o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync,
                 .memory_limit = o.spec.memory_limit};
   s.sync = apply_sync_flags(o.sync, {});
-  const scenario::Step step = scenario::build_step(s);
+  // The written graph says what each compute task computes, for `metron run graph.json`.
+  const scenario::Step step =
+      scenario::build_step(s, scenario::Replication::kSymmetric, scenario::Payload::kOperations);
   write_file_atomically(
       o.output, o.format == "json" ? ir::to_json(step.graph) : collective_listing(step.graph));
 }

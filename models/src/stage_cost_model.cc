@@ -57,15 +57,20 @@ std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec) {
   return static_cast<std::int64_t>(static_cast<double>(elements) * element_bytes(model.dtype));
 }
 
-PhaseCost optimizer_step_cost(const ModelSpec& model, const ParallelSpec& spec, StatePolicy policy,
-                              std::int64_t pipeline_rank, const ComputeModel& compute) {
+std::vector<OpCost> optimizer_step_ops(const ModelSpec& model, const ParallelSpec& spec,
+                                       StatePolicy policy, std::int64_t pipeline_rank) {
   const RankParameters parameters = rank_parameters(model, spec, pipeline_rank);
   const bool sharded = state_layout(policy, model.dtype).sharding != Sharding::kNone;
   const std::int64_t dense_shards = sharded ? spec.dp * spec.cp : 1;
   const std::int64_t expert_shards =
       sharded ? std::max<std::int64_t>(1, spec.dp * spec.cp / spec.ep) : 1;
   const std::int64_t stepped = parameters.dense / dense_shards + parameters.expert / expert_shards;
-  return compute.cost(optimizer_ops(stepped, model.dtype));
+  return optimizer_ops(stepped, model.dtype);
+}
+
+PhaseCost optimizer_step_cost(const ModelSpec& model, const ParallelSpec& spec, StatePolicy policy,
+                              std::int64_t pipeline_rank, const ComputeModel& compute) {
+  return compute.cost(optimizer_step_ops(model, spec, policy, pipeline_rank));
 }
 
 }  // namespace metron::models

@@ -25,6 +25,7 @@
 #include "metron/pipeline/placement.h"
 #include "metron/pipeline/registry.h"
 #include "metron/sync/sync_policy.h"
+#include "task_operations.h"
 
 namespace metron::scenario {
 namespace {
@@ -233,7 +234,7 @@ double phase_seconds(const models::StageCosts& c, ir::Phase phase, std::size_t s
 
 }  // namespace
 
-Step build_step(const Scenario& s, Replication replication) {
+Step build_step(const Scenario& s, Replication replication, Payload payload) {
   validate(s);
   Layout layout = layout_of(s);
   const models::ParallelSpec& mp = layout.model_parallel;
@@ -322,6 +323,15 @@ Step build_step(const Scenario& s, Replication replication) {
       sync::add_sync_policy(
           builder, sync_input(s, mp, layout.spec, layers_per_stage, s.model->layers), s.sync);
     }
+  }
+  if (s.model && payload == Payload::kOperations) {
+    // What each compute task computes, for an executor (Note [task operations]).
+    detail::add_task_operations(builder, {.model = *s.model,
+                                          .parallel = mp,
+                                          .policy = state_policy(s),
+                                          .layers_per_stage = layers_per_stage,
+                                          .chunks = layout.spec.vp,
+                                          .pipeline_ranks = layout.spec.pp});
   }
   ir::Graph graph = std::move(builder).build();
   // Full mode gives every tensor-parallel peer its rank too (Note [tensor-parallel peers]); a

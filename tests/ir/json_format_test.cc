@@ -433,6 +433,54 @@ TEST(JsonRoundTrip, CollectiveCountSurvivesAndOneIsLeftOut) {
   EXPECT_EQ(std::get<Collective>(back.task(TaskId{1}).op).count, 1);
 }
 
+TEST(JsonRoundTrip, ComputeOperationsSurviveAndDefaultsAreLeftOut) {
+  // A GEMM, a batched GEMM repeated over 6 layers and an element-wise op: n and k are written
+  // for GEMMs only, batch for batched GEMMs only, count only when it is not 1.
+  GraphBuilder b;
+  const RankId r0 = b.add_rank();
+  const StreamId compute = b.add_stream(r0, "compute");
+  Compute c{.phase = Phase::kForward};
+  c.operations = {
+      {.name = "qkv", .kind = OperationKind::kGemm, .m = 2048, .n = 2304, .k = 768, .bytes = 9},
+      {.name = "attention-scores",
+       .kind = OperationKind::kBatchedGemm,
+       .m = 2048,
+       .n = 2048,
+       .k = 64,
+       .batch = 12,
+       .bytes = 7,
+       .count = 6,
+       .dtype = DType::kFp16},
+      {.name = "softmax", .kind = OperationKind::kElementwise, .m = 50331648, .bytes = 201326592}};
+  b.add({.rank = r0, .stream = compute, .op = c});
+  const Graph g = std::move(b).build();
+  const std::string text = to_json(g);
+  EXPECT_THAT(text, HasSubstr(R"({"name":"softmax","kind":"elementwise","m":50331648,)"
+                              R"("bytes":201326592,"dtype":"bf16"})"));
+  EXPECT_THAT(text, HasSubstr(R"("batch":12,"bytes":7,"count":6,"dtype":"fp16")"));
+  EXPECT_EQ(graph_from_json(text), g);
+}
+
+TEST(JsonErrors, BadComputeOperationsAreNamed) {
+  // An unknown kind names its path; a negative size or a zero count is an invalid graph that
+  // names the task and the operation.
+  GraphBuilder b;
+  const RankId r0 = b.add_rank();
+  const StreamId compute = b.add_stream(r0, "compute");
+  Compute c{.phase = Phase::kForward};
+  c.operations = {{.name = "qkv", .kind = OperationKind::kGemm, .m = 4, .n = 4, .k = 4}};
+  b.add({.rank = r0, .stream = compute, .op = c});
+  const std::string text = to_json(std::move(b).build());
+  ASSERT_THAT(text, HasSubstr(R"("kind":"gemm")"));
+  expect_path_error(replaced(text, R"("kind":"gemm")", R"("kind":"matmul")"),
+                    "tasks[0].operations[0].kind: expected one of gemm|batched-gemm|elementwise, "
+                    "got \"matmul\"");
+  EXPECT_THAT([&] { (void)graph_from_json(replaced(text, R"("m":4)", R"("m":-4)")); },
+              ::testing::ThrowsMessage<InvalidGraph>(HasSubstr(
+                  "operation 0 (\"qkv\"): m -4, n 4, k 4, batch 1, bytes 0, count 1; expected "
+                  "sizes >= 0, batch and count >= 1")));
+}
+
 TEST(JsonRoundTrip, EmptyGraphSurvives) {
   const Graph g = GraphBuilder().build();
   EXPECT_EQ(graph_from_json(to_json(g)), g);

@@ -56,6 +56,12 @@ constexpr NameTable<DType, 7> kDTypeNames{{
     {DType::kUint8, "uint8"},
 }};
 
+constexpr NameTable<OperationKind, 3> kOperationKindNames{{
+    {OperationKind::kGemm, "gemm"},
+    {OperationKind::kBatchedGemm, "batched-gemm"},
+    {OperationKind::kElementwise, "elementwise"},
+}};
+
 template <class Enum, std::size_t N>
 std::string_view name_in(const NameTable<Enum, N>& table, Enum value) noexcept {
   for (const auto& [v, name] : table) {
@@ -89,6 +95,9 @@ std::string_view to_string(Phase phase) noexcept { return name_in(kPhaseNames, p
 std::string_view to_string(CollectiveOp op) noexcept { return name_in(kCollectiveOpNames, op); }
 std::string_view to_string(P2PKind kind) noexcept { return name_in(kP2PKindNames, kind); }
 std::string_view to_string(DType dtype) noexcept { return name_in(kDTypeNames, dtype); }
+std::string_view to_string(OperationKind kind) noexcept {
+  return name_in(kOperationKindNames, kind);
+}
 
 std::optional<TaskKind> parse_task_kind(std::string_view name) noexcept {
   return value_in(kTaskKindNames, name);
@@ -104,6 +113,9 @@ std::optional<P2PKind> parse_p2p_kind(std::string_view name) noexcept {
 }
 std::optional<DType> parse_dtype(std::string_view name) noexcept {
   return value_in(kDTypeNames, name);
+}
+std::optional<OperationKind> parse_operation_kind(std::string_view name) noexcept {
+  return value_in(kOperationKindNames, name);
 }
 
 template <>
@@ -125,6 +137,10 @@ std::string enum_names<P2PKind>() {
 template <>
 std::string enum_names<DType>() {
   return joined(kDTypeNames);
+}
+template <>
+std::string enum_names<OperationKind>() {
+  return joined(kOperationKindNames);
 }
 
 }  // namespace metron::ir

@@ -102,6 +102,19 @@ Json write_overlap(const OverlapPart& part) {
   return out;
 }
 
+Json write_operation(const Operation& o) {
+  Json out = {{"name", o.name}, {"kind", to_string(o.kind)}, {"m", o.m}};
+  if (o.kind != OperationKind::kElementwise) {
+    out["n"] = o.n;
+    out["k"] = o.k;
+  }
+  if (o.kind == OperationKind::kBatchedGemm) out["batch"] = o.batch;
+  out["bytes"] = o.bytes;
+  if (o.count != 1) out["count"] = o.count;
+  out["dtype"] = to_string(o.dtype);
+  return out;
+}
+
 void write_compute(const TaskOp& op, Json& out) {
   const auto& c = std::get<Compute>(op);
   out["phase"] = to_string(c.phase);
@@ -109,6 +122,10 @@ void write_compute(const TaskOp& op, Json& out) {
   put_number(out, "bytes_moved", c.bytes_moved);
   if (!c.shapes.empty()) out["shapes"] = c.shapes;
   if (!c.cost_key.empty()) out["cost_key"] = c.cost_key;
+  if (!c.operations.empty()) {
+    Json& list = out["operations"] = Json::array();
+    for (const Operation& o : c.operations) list.push_back(write_operation(o));
+  }
   if (c.overlapped) out["overlapped"] = write_overlap(*c.overlapped);
 }
 
@@ -334,6 +351,22 @@ OverlapPart read_overlap(const Json& v, const std::string& path, Diagnostics* di
   return part;
 }
 
+Operation read_operation(const Json& v, const std::string& path, Diagnostics* diagnostics) {
+  ObjectReader in(v, path, diagnostics);
+  Operation o;
+  o.name = in.get("name", read_string);
+  o.kind = in.get("kind", read_enum<OperationKind, parse_operation_kind>);
+  o.m = in.get("m", read_int64);
+  o.n = in.get_or("n", std::int64_t{0}, read_int64);
+  o.k = in.get_or("k", std::int64_t{0}, read_int64);
+  o.batch = in.get_or("batch", std::int64_t{1}, read_int64);
+  o.bytes = in.get_or("bytes", std::int64_t{0}, read_int64);
+  o.count = in.get_or("count", std::int32_t{1}, read_int32);
+  o.dtype = in.get_or("dtype", DType::kBf16, read_enum<DType, parse_dtype>);
+  in.finish();
+  return o;
+}
+
 TaskOp read_compute(ObjectReader& in) {
   Compute c;
   c.phase = in.get("phase", read_enum<Phase, parse_phase>);
@@ -341,6 +374,13 @@ TaskOp read_compute(ObjectReader& in) {
   c.bytes_moved = in.get_or("bytes_moved", 0.0, read_double);
   c.shapes = in.get_or("shapes", c.shapes, list_of(list_of(read_int64)));
   c.cost_key = in.get_or("cost_key", std::string(), read_string);
+  if (const Json* list = in.find("operations")) {
+    const std::string path = in.path_of("operations");
+    expect_array(*list, path);
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      c.operations.push_back(read_operation((*list)[i], item_path(path, i), in.diagnostics()));
+    }
+  }
   if (const Json* part = in.find("overlapped")) {
     c.overlapped = read_overlap(*part, in.path_of("overlapped"), in.diagnostics());
   }

@@ -214,6 +214,14 @@ void Checker::check_kind_references(TaskId t, const Task& task) {
       bad_task(t, fmt::format("work of {} flops and {} bytes; expected finite amounts >= 0",
                               c2->flops, c2->bytes_moved));
     }
+    for (std::size_t i = 0; i < c2->operations.size(); ++i) {
+      const Operation& o = c2->operations[i];
+      if (o.m < 0 || o.n < 0 || o.k < 0 || o.bytes < 0 || o.batch < 1 || o.count < 1) {
+        bad_task(t, fmt::format("operation {} (\"{}\"): m {}, n {}, k {}, batch {}, bytes {}, "
+                                "count {}; expected sizes >= 0, batch and count >= 1",
+                                i, o.name, o.m, o.n, o.k, o.batch, o.bytes, o.count));
+      }
+    }
   }
 }
 

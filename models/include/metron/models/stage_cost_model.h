@@ -16,6 +16,7 @@
 //   (they come with the intra-layer lowering), so tp > 1 times are compute only.
 
 #include <cstdint>
+#include <vector>
 
 #include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
@@ -34,9 +35,13 @@ StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
 /// Bytes of the tensor one pipeline stage sends the next per microbatch.
 std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec);
 
-/// One Adam step on a GPU of pipeline rank `pipeline_rank`: over its parameters, or over its
-/// shard of them when `policy` shards the optimizer state (dense over dp·cp, experts over
+/// The ops of one Adam step on a GPU of pipeline rank `pipeline_rank`: over its parameters, or
+/// over its shard of them when `policy` shards the optimizer state (dense over dp·cp, experts over
 /// dp·cp / ep).
+std::vector<OpCost> optimizer_step_ops(const ModelSpec& model, const ParallelSpec& spec,
+                                       StatePolicy policy, std::int64_t pipeline_rank);
+
+/// The cost of optimizer_step_ops.
 PhaseCost optimizer_step_cost(const ModelSpec& model, const ParallelSpec& spec, StatePolicy policy,
                               std::int64_t pipeline_rank, const ComputeModel& compute);
 

@@ -41,6 +41,15 @@ enum class Replication {
   kFull,       ///< every data-parallel replica and tensor-parallel peer in the graph
 };
 
+/// Whether compute tasks list what they compute (ir::Compute::operations, Note [task operations]
+/// in scenario/src/task_operations.h): an executor and a written graph need them; the simulator
+/// and the planner, which only need durations, leave them out (they cost the planner a third of
+/// its time).
+enum class Payload {
+  kNone,
+  kOperations,
+};
+
 /// A step ready to simulate.
 struct Step {
   ir::Graph graph = ir::GraphBuilder().build();
@@ -54,6 +63,7 @@ struct Step {
 
 /// Builds the step of Note [building a step]. Throws InvalidConfig for a scenario that cannot be
 /// built (see validate(Scenario)) or a schedule that rejects the sizes.
-Step build_step(const Scenario& scenario, Replication replication = Replication::kSymmetric);
+Step build_step(const Scenario& scenario, Replication replication = Replication::kSymmetric,
+                Payload payload = Payload::kNone);
 
 }  // namespace metron::scenario

@@ -63,6 +63,31 @@ struct OverlapPart {
   friend bool operator==(const OverlapPart&, const OverlapPart&) = default;
 };
 
+/// How an operation computes: the cost model's op kinds (models::OpKind), which decide how it is
+/// priced and what an executor runs for it.
+enum class OperationKind : std::uint8_t {
+  kGemm,         ///< C[m,n] = A[m,k] · B[k,n]
+  kBatchedGemm,  ///< `batch` independent GEMMs of m×n×k (attention's QKᵀ and ·V)
+  kElementwise,  ///< memory-bound over m elements: norms, softmax, dropout, activations, adds
+};
+
+/// One operation of a compute task, as the cost model prices it: an executor runs the same
+/// operation on real tensors, so each measured task corresponds to a priced one (issue 16,
+/// "Payload"). A task over several layers lists each layer's operations once, with `count` the
+/// number of layers.
+struct Operation {
+  std::string name;  ///< what it is: "qkv", "attention-scores", "softmax", "mlp-down", ...
+  OperationKind kind = OperationKind::kElementwise;
+  std::int64_t m = 0;          ///< GEMM rows; element-wise: elements
+  std::int64_t n = 0;          ///< GEMM columns; element-wise: 0
+  std::int64_t k = 0;          ///< GEMM inner size; element-wise: 0
+  std::int64_t batch = 1;      ///< batched GEMM count; otherwise 1
+  std::int64_t bytes = 0;      ///< HBM bytes read and written by one repetition
+  std::int32_t count = 1;      ///< repetitions, one per layer (>= 1)
+  DType dtype = DType::kBf16;  ///< the precision it computes in
+  friend bool operator==(const Operation&, const Operation&) = default;
+};
+
 /// Work on the device's math units.
 struct Compute {
   Phase phase = Phase::kOther;
@@ -70,6 +95,7 @@ struct Compute {
   double bytes_moved = 0;                         ///< memory traffic, for roofline cost models
   std::vector<std::vector<std::int64_t>> shapes;  ///< tensor shapes the executor allocates
   std::string cost_key;  ///< names an entry of a measured cost profile instead of flops/bytes
+  std::vector<Operation> operations;      ///< what it computes, in order; empty when unknown
   std::optional<OverlapPart> overlapped;  ///< set for OVERLAP_F_B units only
   friend bool operator==(const Compute&, const Compute&) = default;
 };
@@ -152,11 +178,13 @@ std::string_view to_string(Phase phase) noexcept;
 std::string_view to_string(CollectiveOp op) noexcept;
 std::string_view to_string(P2PKind kind) noexcept;
 std::string_view to_string(DType dtype) noexcept;
+std::string_view to_string(OperationKind kind) noexcept;
 std::optional<TaskKind> parse_task_kind(std::string_view name) noexcept;
 std::optional<Phase> parse_phase(std::string_view name) noexcept;
 std::optional<CollectiveOp> parse_collective_op(std::string_view name) noexcept;
 std::optional<P2PKind> parse_p2p_kind(std::string_view name) noexcept;
 std::optional<DType> parse_dtype(std::string_view name) noexcept;
+std::optional<OperationKind> parse_operation_kind(std::string_view name) noexcept;
 
 /// All names an enum accepts, joined by '|', for "expected ..." messages.
 template <class Enum>

@@ -1,0 +1,152 @@
+// Note [task operations] (task_operations.h).
+
+#include "task_operations.h"
+
+#include <cmath>
+#include <variant>
+#include <vector>
+
+#include "metron/models/compute_cost.h"
+#include "metron/models/layer_shape.h"
+#include "metron/models/stage_cost_model.h"
+
+namespace metron::scenario::detail {
+namespace {
+
+ir::DType dtype_of(models::Precision precision) {
+  switch (precision) {
+    case models::Precision::kBf16:
+      return ir::DType::kBf16;
+    case models::Precision::kFp16:
+      return ir::DType::kFp16;
+    case models::Precision::kFp32:
+      return ir::DType::kFp32;
+    case models::Precision::kFp8:
+      return ir::DType::kFp8;
+  }
+  return ir::DType::kBf16;
+}
+
+ir::OperationKind kind_of(models::OpKind kind) {
+  switch (kind) {
+    case models::OpKind::kGemm:
+      return ir::OperationKind::kGemm;
+    case models::OpKind::kBatchedGemm:
+      return ir::OperationKind::kBatchedGemm;
+    case models::OpKind::kElementwise:
+      break;
+  }
+  return ir::OperationKind::kElementwise;
+}
+
+/// Appends `ops`, each repeated `count` times (scaled by `share` when it is not 1: an optimizer
+/// chunk's part of the rank's parameters).
+void append(std::vector<ir::Operation>& out, const std::vector<models::OpCost>& ops,
+            std::int64_t count, ir::DType dtype, double share = 1.0) {
+  for (const models::OpCost& op : ops) {
+    out.push_back({.name = op.name,
+                   .kind = kind_of(op.kind),
+                   .m = share == 1.0 ? op.m : std::llround(static_cast<double>(op.m) * share),
+                   .n = op.n,
+                   .k = op.k,
+                   .batch = op.batch,
+                   .bytes = std::llround(op.bytes * share),
+                   .count = static_cast<std::int32_t>(count),
+                   .dtype = dtype});
+  }
+}
+
+/// The ops of `phase` over `layers` (Note [task operations]).
+std::vector<ir::Operation> phase_operations(const OperationContext& c,
+                                            const models::LayerShape& shape, ir::Phase phase,
+                                            ir::LayerRange layers) {
+  std::vector<ir::Operation> out;
+  if (layers.empty()) return out;
+  const ir::DType dtype = dtype_of(c.model.dtype);
+  const std::int64_t count = layers.last - layers.first;
+  const bool first = layers.first % c.model.layers == 0;
+  const bool last = layers.last % c.model.layers == 0;
+  const auto layer = [&](models::ComputePhase p) {
+    append(out, models::layer_ops(c.model, shape, p, c.parallel.recompute), count, dtype);
+  };
+  const auto forward = [&] {
+    if (first)
+      append(out, models::embedding_ops(c.model, shape, models::ComputePhase::kForward), 1, dtype);
+    layer(models::ComputePhase::kForward);
+    if (last)
+      append(out, models::head_ops(c.model, shape, models::ComputePhase::kForward), 1, dtype);
+  };
+  const auto input = [&] {
+    if (last) {
+      append(out, models::head_ops(c.model, shape, models::ComputePhase::kBackwardInput), 1, dtype);
+    }
+    layer(models::ComputePhase::kRecompute);
+    layer(models::ComputePhase::kBackwardInput);
+  };
+  const auto weight = [&] {
+    if (last) {
+      append(out, models::head_ops(c.model, shape, models::ComputePhase::kBackwardWeight), 1,
+             dtype);
+    }
+    layer(models::ComputePhase::kBackwardWeight);
+    if (first) {
+      append(out, models::embedding_ops(c.model, shape, models::ComputePhase::kBackwardWeight), 1,
+             dtype);
+    }
+  };
+  switch (phase) {
+    case ir::Phase::kForward:
+      forward();
+      break;
+    case ir::Phase::kBackwardInput:
+      input();
+      break;
+    case ir::Phase::kBackwardWeight:
+      weight();
+      break;
+    case ir::Phase::kBackward:
+      input();
+      weight();
+      break;
+    case ir::Phase::kRecompute:
+    case ir::Phase::kOptimizer:
+    case ir::Phase::kOther:
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_task_operations(ir::GraphBuilder& builder, const OperationContext& context) {
+  const models::LayerShape shape = models::layer_shape(context.model, context.parallel);
+  const ir::DType dtype = dtype_of(context.model.dtype);
+  const auto tasks = static_cast<std::int32_t>(builder.data().tasks.size());
+  for (std::int32_t i = 0; i < tasks; ++i) {
+    ir::Task& task = builder.task(ir::TaskId{i});
+    auto* c = std::get_if<ir::Compute>(&task.op);
+    if (c == nullptr) continue;
+    if (c->phase == ir::Phase::kOptimizer) {
+      double share = 1.0;
+      // One chunk's optimizer: its share of the rank's layers, as its duration (step_builder.cc).
+      if (!task.layers.empty() && context.layers_per_stage > 0) {
+        share = static_cast<double>(task.layers.last - task.layers.first) /
+                static_cast<double>(context.layers_per_stage * context.chunks);
+      }
+      append(c->operations,
+             models::optimizer_step_ops(context.model, context.parallel, context.policy,
+                                        task.rank.value() % context.pipeline_ranks),
+             1, dtype, share);
+      continue;
+    }
+    c->operations = phase_operations(context, shape, c->phase, task.layers);
+    if (c->overlapped) {
+      for (ir::Operation& op :
+           phase_operations(context, shape, c->overlapped->phase, c->overlapped->layers)) {
+        c->operations.push_back(std::move(op));
+      }
+    }
+  }
+}
+
+}  // namespace metron::scenario::detail

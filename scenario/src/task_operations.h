@@ -1,0 +1,41 @@
+#pragma once
+// What each compute task of a step computes (ir::Compute::operations), so that an executor runs
+// the operations the cost model prices. Note [task operations]:
+//
+//   From the same op inventory that prices the task (models::layer_ops, embedding_ops, head_ops,
+//   optimizer_step_ops), composed as Note [stage costs from the model] composes the stage times:
+//     F  embedding F (the task holds the model's first layer), then layer F × its layers, then
+//        head F (it holds the last layer);
+//     I  head I (last layer), then per layer the recompute ops (Recompute's, which run just
+//        before the layer's backward) and layer I, × its layers;
+//     W  head W (last layer), layer W × its layers, embedding W (first layer);
+//     B  I's ops, then W's;
+//   an OVERLAP_F_B unit lists its forward's ops, then its backward part's. Layer ops appear once
+//   with count = the task's layers; "first" and "last" layer are taken modulo the model's layers
+//   (DualPipe's second direction numbers its stages past the model's end). An optimizer step
+//   lists the Adam ops over the rank's (shard of the) parameters, scaled to the chunk's share of
+//   the rank's layers as its duration is. Tasks without a layer range (explicit costs, hand-made
+//   graphs), recompute tasks (priced at 0) and host-side work list nothing.
+
+#include <cstdint>
+
+#include "metron/ir/graph_builder.h"
+#include "metron/models/memory_model.h"
+#include "metron/models/model_spec.h"
+#include "metron/models/parallel_spec.h"
+
+namespace metron::scenario::detail {
+
+struct OperationContext {
+  const models::ModelSpec& model;
+  const models::ParallelSpec& parallel;
+  models::StatePolicy policy;
+  std::int64_t layers_per_stage = 0;  ///< model layers of one stage (chunk)
+  std::int64_t chunks = 1;            ///< stages per pipeline rank (vp)
+  std::int32_t pipeline_ranks = 1;
+};
+
+/// Fills ir::Compute::operations of every compute task of `builder` (Note [task operations]).
+void add_task_operations(ir::GraphBuilder& builder, const OperationContext& context);
+
+}  // namespace metron::scenario::detail

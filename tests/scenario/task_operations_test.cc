@@ -1,0 +1,127 @@
+// What compute tasks compute (Note [task operations]): the matrix FLOPs of a forward against
+// Megatron-LM's formula, and the operations, priced one by one, against the task's duration.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <variant>
+
+#include "metron/models/compute_cost.h"
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/scenario/step_builder.h"
+
+namespace metron::scenario {
+namespace {
+
+Scenario gpt_125m(const std::string& schedule, std::int64_t vp,
+                  models::Recompute recompute = models::Recompute::kNone) {
+  Scenario s;
+  s.model = models::model_preset("gpt3-125m");
+  s.hardware = models::hardware_preset("dgx-a100");
+  s.parallel = {.pp = 2,
+                .vp = vp,
+                .microbatch_size = 1,
+                .num_microbatches = 4,
+                .seq_len = 512,
+                .recompute = recompute};
+  s.schedule = {.name = schedule};
+  return s;
+}
+
+/// Matrix FLOPs of the operations: 2·m·n·k per GEMM, times batch and count.
+double matrix_flops(const ir::Compute& c) {
+  double flops = 0;
+  for (const ir::Operation& o : c.operations) {
+    if (o.kind == ir::OperationKind::kElementwise) continue;
+    flops += 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) * static_cast<double>(o.k) *
+             static_cast<double>(o.batch) * o.count;
+  }
+  return flops;
+}
+
+TEST(TaskOperations, AForwardComputesMegatronsFlopsPerLayer) {
+  // Stage 0 of 2 holds 6 of GPT-3 125M's 12 layers (h = 768, b = 1, s = 512, tp = 1), and the
+  // embedding, whose lookup has no matrix FLOPs. Megatron-LM's count per layer: 24·b·s·h² for
+  // the four weight GEMMs, 4·b·s²·h for attention's two products.
+  const Step step = build_step(gpt_125m("1f1b", 1), Replication::kSymmetric, Payload::kOperations);
+  const double b = 1;
+  const double s = 512;
+  const double h = 768;
+  const double per_layer = 24 * b * s * h * h + 4 * b * s * s * h;
+  int forwards = 0;
+  for (const ir::Task& t : step.graph.tasks()) {
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr || c->phase != ir::Phase::kForward || t.stage.value() != 0) continue;
+    ++forwards;
+    EXPECT_DOUBLE_EQ(matrix_flops(*c), 6 * per_layer);
+    ASSERT_FALSE(c->operations.empty());
+    EXPECT_EQ(c->operations.front().count, 1);  // the embedding, once
+    EXPECT_EQ(c->operations.back().count, 6);   // a layer op, once per layer
+  }
+  EXPECT_EQ(forwards, 4);  // one per microbatch
+}
+
+TEST(TaskOperations, PricedOneByOneTheyTakeTheTasksDuration) {
+  // Every compute task's operations, priced by the compute model, add up to the duration the
+  // step gives the task: what the executor runs is what the simulator charged.
+  for (const auto& [schedule, vp, recompute] :
+       {std::tuple{"1f1b", 1, models::Recompute::kNone},
+        std::tuple{"zb-h1", 1, models::Recompute::kSelective},
+        std::tuple{"interleaved-1f1b", 2, models::Recompute::kFull}}) {
+    const Scenario s = gpt_125m(schedule, vp, recompute);
+    const Step step = build_step(s, Replication::kSymmetric, Payload::kOperations);
+    const models::ComputeModel compute(s.hardware, s.model->dtype);
+    int checked = 0;
+    for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
+      const auto* c = std::get_if<ir::Compute>(&step.graph.task(ir::TaskId{i}).op);
+      if (c == nullptr || c->operations.empty()) continue;
+      double seconds = 0;
+      for (const ir::Operation& o : c->operations) {
+        models::OpCost op{.name = o.name,
+                          .m = o.m,
+                          .n = o.n,
+                          .k = o.k,
+                          .batch = o.batch,
+                          .bytes = static_cast<double>(o.bytes)};
+        if (o.kind != ir::OperationKind::kElementwise) {
+          op.kind = o.kind == ir::OperationKind::kGemm ? models::OpKind::kGemm
+                                                       : models::OpKind::kBatchedGemm;
+          op.flops = 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) *
+                     static_cast<double>(o.k) * static_cast<double>(o.batch);
+        }
+        seconds += o.count * compute.op_time(op);
+      }
+      const auto expected = static_cast<double>(step.durations[static_cast<std::size_t>(i)]);
+      // Durations are whole nanoseconds; the optimizer's shard is rounded to whole elements.
+      EXPECT_NEAR(seconds * 1e9, expected, 1.0 + 1e-6 * expected)
+          << schedule << " task " << i << " phase " << ir::to_string(c->phase);
+      ++checked;
+    }
+    EXPECT_GT(checked, 0) << schedule;
+  }
+}
+
+TEST(TaskOperations, OnlyAskedForAndNeverWithExplicitCosts) {
+  for (const ir::Task& t : build_step(gpt_125m("1f1b", 1)).graph.tasks()) {
+    if (const auto* c = std::get_if<ir::Compute>(&t.op)) {
+      EXPECT_TRUE(c->operations.empty());  // the simulator's step leaves them out
+    }
+  }
+  Scenario s;
+  s.hardware = models::hardware_preset("dgx-a100");
+  s.parallel = {.pp = 2, .num_microbatches = 2};
+  s.schedule = {.name = "1f1b"};
+  s.costs = models::StageCosts{.forward = {1e-3}, .backward = {2e-3}};
+  const Step step = build_step(s, Replication::kSymmetric, Payload::kOperations);
+  for (const ir::Task& t : step.graph.tasks()) {
+    if (const auto* c = std::get_if<ir::Compute>(&t.op)) {
+      EXPECT_TRUE(c->operations.empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace metron::scenario

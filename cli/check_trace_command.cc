@@ -53,6 +53,15 @@ void check_trace(const CheckTraceOptions& o) {
   std::error_code ec;  // a path that cannot be looked at is read, and reported, as a file
   const bool directory = std::filesystem::is_directory(o.file, ec);
   std::vector<std::string> violations;
+  if (!directory && o.file.ends_with(".et")) {
+    // Sends and receives pair across the rank files, and groups come from the comm-group JSON
+    // beside them: a Chakra trace is checked as its folder.
+    throw InvalidConfig(
+        o.file +
+        ": a Chakra execution trace is checked with the other ranks' "
+        "files and its comm-group JSON; expected their folder: metron check-trace " +
+        std::filesystem::path(o.file).parent_path().string());
+  }
   if (!directory) {
     violations = traces::check_chrome_trace_file(o.file, {.hta = o.hta});
   } else {

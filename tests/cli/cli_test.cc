@@ -449,6 +449,9 @@ TEST_F(Cli, SimulateWritesPerRankAndChakraTracesThatTheirCheckersAccept) {
   Outcome broken = metron("check-trace " + path("et"));
   EXPECT_EQ(broken.code, 2);
   EXPECT_THAT(broken.err, HasSubstr("metron.1.et"));
+  Outcome one = metron("check-trace " + path("et/metron.0.et"));
+  EXPECT_EQ(one.code, 2);
+  EXPECT_THAT(one.err, HasSubstr("expected their folder: metron check-trace " + path("et")));
   write_file_atomically(path("plain"), "x");
   Outcome folder =
       metron(flags + " --json " + path("never.json") + " --trace-dir " + path("plain/sub"));

@@ -105,7 +105,8 @@ TEST(TaskOperations, PricedOneByOneTheyTakeTheTasksDuration) {
 }
 
 TEST(TaskOperations, OnlyAskedForAndNeverWithExplicitCosts) {
-  for (const ir::Task& t : build_step(gpt_125m("1f1b", 1)).graph.tasks()) {
+  const Step simulated = build_step(gpt_125m("1f1b", 1));
+  for (const ir::Task& t : simulated.graph.tasks()) {
     if (const auto* c = std::get_if<ir::Compute>(&t.op)) {
       EXPECT_TRUE(c->operations.empty());  // the simulator's step leaves them out
     }

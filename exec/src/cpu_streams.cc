@@ -5,15 +5,13 @@
 #include <utility>
 
 #include "metron/base/error.h"
+#include "steady_time.h"
 
 namespace metron::exec {
-namespace {
 
-std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using detail::now_ns;
+
+namespace {
 
 std::string quoted(const std::string& label) { return "\"" + label + "\""; }
 
@@ -235,6 +233,17 @@ void CpuStreams::check_stream(std::int32_t stream) const {
 void CpuStreams::check_event(EventId event) const {
   METRON_ASSERT(event >= 0 && std::cmp_less(event, events_.size()),
                 "cpu streams: unknown event " + std::to_string(event));
+}
+
+void CpuStreams::reset() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  for (Stream& stream : streams_) {
+    METRON_ASSERT(stream.ops.empty(),
+                  "cpu streams: reset while " + quoted(stream.name) + " still has operations");
+    stream.last_item = -1;
+  }
+  items_.clear();
+  events_.clear();
 }
 
 std::vector<CpuStreams::Timing> CpuStreams::timings() const {

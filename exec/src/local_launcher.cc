@@ -36,6 +36,8 @@ namespace {
 
 constexpr std::size_t kFrameHeader = 5;
 constexpr std::chrono::milliseconds kPollPeriod{50};
+// How long a rank's runtime error waits for a peer's death that would explain it (fail()).
+constexpr std::chrono::milliseconds kEchoWindow{300};
 
 // The launcher's SIGINT/SIGTERM handler writes one byte here (the self-pipe trick), so that a
 // signal wakes poll() without any work in the handler beyond async-signal-safe calls.
@@ -257,6 +259,7 @@ class Supervisor {
   void check_watchdog();
   void escalate();
   void fail(LaunchFailure failure);
+  void settle_pending_error(bool now);
   [[nodiscard]] std::string status_list(const std::string& headline) const;
   [[nodiscard]] std::string last_words(const Worker& w) const;
 
@@ -267,6 +270,9 @@ class Supervisor {
   Clock::time_point last_progress_ = Clock::now();
   std::optional<Clock::time_point> kill_at_;  // set once the others are being ended
   bool killed_ = false;
+  // A rank's runtime error waiting out kEchoWindow before it becomes the failure (fail()).
+  std::optional<LaunchFailure> pending_error_;
+  Clock::time_point pending_until_;
 };
 
 void Supervisor::start(const WorkerFunction& work) {
@@ -339,9 +345,11 @@ LaunchResult Supervisor::supervise() {
     check_signals();
     for (Worker& w : workers_) drain(w);
     reap();
+    settle_pending_error(false);
     check_watchdog();
     escalate();
   }
+  settle_pending_error(true);
   LaunchResult result;
   for (Worker& w : workers_) result.workers.push_back(std::move(w.report));
   result.failure = std::move(failure_);
@@ -435,7 +443,8 @@ void Supervisor::classify_exit(Worker& w, int status) {
   const std::string rank = "rank " + std::to_string(w.report.rank);
   if (WIFEXITED(status)) {
     w.report.exit_code = WEXITSTATUS(status);
-    if (w.report.exit_code != 0 && !w.report.ended_by_launcher) {
+    // A worker that reported an error exits non-zero because of it: the error is the report.
+    if (w.report.exit_code != 0 && !w.report.ended_by_launcher && w.report.error.empty()) {
       fail({.kind = FailureKind::kExit,
             .rank = w.report.rank,
             .message = rank + " exited with status " + std::to_string(w.report.exit_code) +
@@ -500,7 +509,23 @@ std::string Supervisor::status_list(const std::string& headline) const {
 }
 
 void Supervisor::fail(LaunchFailure failure) {
-  if (!failure_) failure_ = std::move(failure);
+  if (failure_) return;
+  // A rank's runtime error is often the echo of a peer's death (Gloo's "Connection reset by
+  // peer"): the kernel closes a dying process's sockets before its parent can reap it, so the
+  // echo may be read first. It waits kEchoWindow for a death that would explain it.
+  if (failure.kind == FailureKind::kError && !failure.input_error) {
+    if (!pending_error_) {
+      pending_error_ = std::move(failure);
+      pending_until_ = Clock::now() + kEchoWindow;
+    }
+    return;
+  }
+  failure_ = std::move(failure);
+}
+
+void Supervisor::settle_pending_error(bool now) {
+  if (failure_ || !pending_error_) return;
+  if (now || Clock::now() >= pending_until_) failure_ = std::move(pending_error_);
 }
 
 // After the first failure: SIGTERM to every live worker at once, SIGKILL to the survivors after

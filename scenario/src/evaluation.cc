@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "metron/models/compute_cost.h"
 
@@ -29,12 +30,18 @@ std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1
 }  // namespace
 
 Evaluation evaluate(const Scenario& scenario, Replication replication) {
+  Step step = build_step(scenario, replication);
+  sim::SimResult result = sim::simulate(
+      step.graph, step.durations,
+      {.compute_slowdown_during_comm = scenario.hardware.compute_slowdown_during_comm});
+  return evaluation_of(scenario, std::move(step), std::move(result));
+}
+
+Evaluation evaluation_of(const Scenario& scenario, Step step, sim::SimResult result) {
   Evaluation e;
   e.scenario = scenario;
-  e.step = build_step(scenario, replication);
-  e.result = sim::simulate(
-      e.step.graph, e.step.durations,
-      {.compute_slowdown_during_comm = scenario.hardware.compute_slowdown_during_comm});
+  e.step = std::move(step);
+  e.result = std::move(result);
   e.iteration_time_s = static_cast<double>(e.result.makespan) / 1e9;
   const models::ParallelSpec& p = scenario.parallel;
   const double ranks = static_cast<double>(e.result.ranks.size());

@@ -393,3 +393,32 @@ TEST(CpuStreams, RejectsBadCountsAndMisuse) {
 
 }  // namespace
 }  // namespace metron::exec
+
+namespace metron::exec {
+namespace {
+
+TEST(CpuStreams, ResetForgetsItemsAndEventsOnceIdle) {
+  CpuStreams streams(2, 8);
+  Gate gate;
+  streams.enqueue(
+      0, [&gate] { gate.wait(); }, "blocked");
+  // Still running: nothing may be forgotten.
+  EXPECT_THROW(streams.reset(), InternalError);
+  gate.open();
+  streams.synchronize_all(kPatience);
+  const CpuStreams::EventId first = streams.create_event();
+  streams.record_event(1, first);
+  streams.synchronize_all(kPatience);
+  ASSERT_EQ(streams.timings().size(), 1U);
+  streams.reset();
+  EXPECT_THAT(streams.timings(), ::testing::IsEmpty());
+  EXPECT_EQ(streams.create_event(), first);  // ids start over
+  streams.enqueue(
+      1, [] {}, "after reset");
+  streams.synchronize_all(kPatience);
+  ASSERT_EQ(streams.timings().size(), 1U);
+  EXPECT_EQ(streams.timings()[0].label, "after reset");
+}
+
+}  // namespace
+}  // namespace metron::exec

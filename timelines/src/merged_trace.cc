@@ -9,6 +9,17 @@
 #include "metron/timelines/kineto_names.h"
 
 namespace metron::timelines {
+namespace {
+
+// When the send of receive `recv` started (-1 when it never did).
+std::int64_t send_start(const ir::Graph& graph, const Timeline& timeline, ir::TaskId recv) {
+  for (const ir::TaskId member : graph.comm_members(graph.comm_instance(recv))) {
+    if (member != recv) return timeline.tasks[member.index()].start_ns;
+  }
+  return -1;
+}
+
+}  // namespace
 
 traces::TraceDocument merged_trace(const ir::Graph& graph, const Timeline& timeline,
                                    const WorldLayout& layout, std::vector<traces::Arg> metadata) {
@@ -71,7 +82,23 @@ traces::TraceDocument merged_trace(const ir::Graph& graph, const Timeline& timel
       if (t.kind() == ir::TaskKind::kSend) {
         slice.flow_out = bind;
       } else {
-        slice.flow_in = bind;
+        const std::int64_t sent = send_start(graph, timeline, id);
+        if (sent <= span.start_ns || sent >= span.end_ns) {
+          slice.flow_in = bind;
+        } else {
+          // A measured receive is often posted before its send starts (the simulator's never
+          // is: they meet). An arrow ends at its slice's start and may not run backwards
+          // (Perfetto drops it), so it ends on a nested slice: the part of the receive after
+          // the send started, when the data can move.
+          traces::Slice arrival = slice;
+          arrival.name += " (data)";
+          arrival.start_ns = sent;
+          arrival.duration_ns = span.end_ns - sent;
+          arrival.flow_in = bind;
+          doc.slices.push_back(std::move(slice));
+          doc.slices.push_back(std::move(arrival));
+          continue;
+        }
       }
     }
     doc.slices.push_back(std::move(slice));

@@ -99,6 +99,11 @@ class CpuStreams {
   /// Blocks until every operation enqueued so far has completed; throws as synchronize() does.
   void synchronize_all(std::chrono::milliseconds timeout);
 
+  /// Forgets every work item and event once everything enqueued has completed (after
+  /// synchronize_all()), so that a run of many iterations keeps one iteration's bookkeeping:
+  /// event ids and timings() start over. InternalError while an operation is still enqueued.
+  void reset();
+
   /// When a work item ran, on the steady clock.
   struct Timing {
     std::int64_t start_ns = 0;

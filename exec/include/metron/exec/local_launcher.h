@@ -103,8 +103,11 @@ using WorkerFunction = std::function<void(std::int32_t rank, WorkerChannel& chan
 /// calling process supervises until every worker is reaped: on the first failure (an error
 /// message, a non-zero exit, a death by signal, the watchdog, or SIGINT/SIGTERM sent to the
 /// launcher) it sends SIGTERM to every live worker, then SIGKILL after `options.grace`, and
-/// returns that first failure. Failures are returned, not thrown: the caller picks the error type
-/// and exit code. Workers die with the launcher (PR_SET_PDEATHSIG) and are always reaped.
+/// returns that first failure. A worker's runtime error waits 0.3 s first: when another worker
+/// dies meanwhile, the death is reported instead, since the error is most likely its echo (a
+/// peer's "Connection reset by peer" can arrive before the dead worker can be reaped). Failures are
+/// returned, not thrown: the caller picks the error type and exit code. Workers die with the
+/// launcher (PR_SET_PDEATHSIG) and are always reaped.
 ///
 /// Must be called while the process has a single thread (fork copies only the calling thread,
 /// so a lock held by another thread would stay locked forever in the worker); throws

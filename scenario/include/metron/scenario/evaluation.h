@@ -43,6 +43,10 @@ struct Evaluation {
 /// sim::SimulationDeadlock (with the partial result) when the step cannot finish.
 Evaluation evaluate(const Scenario& scenario, Replication replication = Replication::kSymmetric);
 
+/// The figures of Note [step metrics] for a result obtained otherwise: measured by the executor
+/// (sim::timeline_result) rather than simulated. evaluate() is build_step, simulate, this.
+Evaluation evaluation_of(const Scenario& scenario, Step step, sim::SimResult result);
+
 /// The result JSON (issue 5's contract; snake_case keys): iteration_time_ms, tokens_per_s, mfu,
 /// model_tflops_per_gpu, bubble_fraction, exposed_comm_fraction, stage_span_bubble_rate (null
 /// without explicit costs), peak_memory_bytes_max, hbm_capacity_bytes, and per_rank: rank, tp,

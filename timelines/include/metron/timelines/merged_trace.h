@@ -11,11 +11,13 @@
 //   from 40).
 //   Slices: compute "F3 mb=3 chunk=0" (B, I, W likewise; "OPT step=0"), p2p
 //   "SEND_F3 mb=3 ->r1" / "RECV_F3 mb=3 <-r0" (F: activations, B: gradients) joined by a v2 flow
-//   arrow, collectives "all-reduce dp0 bytes=N" with Kineto's collective args (kineto_names.h);
-//   args rank, stage, microbatch, chunk, task, stream, flops/bytes where known. Bubbles
-//   "bubble" with args reason and waited_on; an "HBM" counter per rank (allocated_bytes = static
-//   memory + dynamic bytes, so its peak is the rank's peak memory) on the host row; the step as
-//   an annotation slice and a global instant at its end. Zero-length tasks and tasks that never
+//   arrow (a receive posted before its send started, as measured ones are, gets a nested
+//   "RECV_... (data)" slice from the send's start, where the arrow ends: arrows never run
+//   backwards), collectives "all-reduce dp0 bytes=N" with Kineto's collective args
+//   (kineto_names.h); args rank, stage, microbatch, chunk, task, stream, flops/bytes where known.
+//   Bubbles "bubble" with args reason and waited_on; an "HBM" counter per rank (allocated_bytes =
+//   static memory + dynamic bytes, so its peak is the rank's peak memory) on the host row; the step
+//   as an annotation slice and a global instant at its end. Zero-length tasks and tasks that never
 //   ran are left out (nothing to see, and Perfetto draws zero-length slices as instants).
 
 #include <vector>

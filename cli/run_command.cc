@@ -1,0 +1,378 @@
+// `metron run` (issue 16): builds the step a scenario describes (or reads a graph file) with the
+// operations its compute tasks run, executes it on the CPU backend with one process per rank,
+// and reports the median of the measured iterations as `metron simulate` reports a prediction.
+
+#include "run_command.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph_files.h"
+#include "integer_flags.h"
+#include "launch_environment.h"
+#include "metron/base/diagnostics.h"
+#include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/exec/cpu_run.h"
+#include "metron/exec/local_launcher.h"
+#include "metron/exec/torch_compute.h"
+#include "metron/ir/deadlock.h"
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/scenario/evaluation.h"
+#include "metron/scenario/step_builder.h"
+#include "metron/scenario/world_layout.h"
+#include "metron/sim/timeline_result.h"
+#include "metron/timelines/kineto_trace.h"
+#include "metron/timelines/merged_trace.h"
+#include "output_files.h"
+#include "scenario_flags.h"
+#include "trace_metadata.h"
+
+namespace metron::cli {
+namespace {
+
+struct RunFlags {
+  ScenarioFlags scenario;
+  std::int32_t iterations = 5;
+  std::int32_t warmup = 1;
+  double timeout_s = 120;
+  std::optional<std::int32_t> nproc;
+  std::string backend = "cpu";
+  std::int32_t threads = 1;
+  std::optional<std::int32_t> store_port;
+  std::string json;
+  std::string trace;
+  std::string trace_dir;
+};
+
+/// Ranks `metron run` forks at most: each is a process with its threads and its tensors on this
+/// machine, so a scenario of thousands of GPUs is refused rather than started.
+constexpr std::int32_t kMaxLocalRanks = 64;
+
+/// What runs: the scenario's step, or a graph file's (then without a scenario's figures).
+struct Job {
+  scenario::Scenario scenario;
+  scenario::Step step;
+  bool from_graph_file = false;
+};
+
+/// What `run` starts from without a scenario file (flags override it field by field): a step
+/// that takes seconds on a CPU, GPT-3 125M's layers at sequence 128 on the cpu-local preset,
+/// 1F1B over 2 ranks with 4 microbatches.
+scenario::Scenario default_run_scenario() {
+  scenario::Scenario s = scenario::default_scenario();
+  s.model = models::model_preset("gpt3-125m");
+  s.hardware = models::hardware_preset("cpu-local");
+  s.gpus.reset();
+  s.parallel = {.tp = 1, .pp = 2, .dp = 1, .microbatch_size = 1, .seq_len = 128};
+  s.parallel.num_microbatches = 4;
+  s.schedule = {.name = "1f1b"};
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDdp};
+  return s;
+}
+
+bool is_graph_file(const std::string& path) {
+  if (path.empty() || path == "-") return false;
+  // The graph JSON form names itself in its first key (ir/json_format.h); a scenario does not.
+  return read_file(path).substr(0, 4096).find("\"metron-graph\"") != std::string::npos;
+}
+
+scenario::Step step_of(const scenario::Scenario& scenario) {
+  scenario::validate(scenario);
+  if (scenario.parallel.cp > 1 || scenario.parallel.ep > 1) {
+    throw InvalidConfig(
+        "--cp/--ep: the executor runs every rank of the graph, which holds no "
+        "context- or expert-parallel peers yet; expected cp = ep = 1");
+  }
+  const std::int64_t ranks = scenario.parallel.tp * scenario.parallel.pp * scenario.parallel.dp;
+  if (ranks > kMaxLocalRanks) {
+    throw InvalidConfig("the scenario has " + std::to_string(ranks) +
+                        " ranks (tp·pp·dp); `metron run` executes at most " +
+                        std::to_string(kMaxLocalRanks) +
+                        " processes on one machine: expected a smaller scenario");
+  }
+  return scenario::build_step(scenario, scenario::Replication::kFull,
+                              scenario::Payload::kOperations);
+}
+
+Job job_of(const RunFlags& o) {
+  Job job;
+  if (is_graph_file(o.scenario.scenario_file)) {
+    Diagnostics diagnostics;
+    job.step.graph = load_graph(o.scenario.scenario_file, std::nullopt, diagnostics);
+    job.step.pipeline_ranks = job.step.graph.num_ranks();
+    job.scenario.model.reset();
+    job.from_graph_file = true;
+  } else {
+    job.scenario = scenario_of(o.scenario, default_run_scenario());
+    job.step = step_of(job.scenario);
+  }
+  // A graph that cannot finish under the ordering rules is refused before any process starts,
+  // with every blocked task named (exit 2), as `graph check` and `simulate` refuse it: Gloo would
+  // hang on it or, where its sends do not wait for their receives, finish a step that NCCL
+  // would hang on.
+  ir::check_deadlock(job.step.graph);
+  return job;
+}
+
+/// A TCP port free on this machine now, for the store of a local run.
+std::int32_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw BackendError("cannot open a socket to find a free port for the store");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API takes sockaddr*
+  auto* generic = reinterpret_cast<sockaddr*>(&address);
+  const bool ok =
+      ::bind(fd, generic, sizeof address) == 0 && ::getsockname(fd, generic, &length) == 0;
+  ::close(fd);
+  if (!ok) throw BackendError("cannot find a free port for the store on 127.0.0.1");
+  return ntohs(address.sin_port);
+}
+
+/// The measured step as `simulate --json` reports a simulated one, plus what only a measurement
+/// has: every iteration's time and how the data was carried.
+std::string result_json(const scenario::Evaluation& e, const exec::MeasuredStep& m,
+                        const RunFlags& o) {
+  nlohmann::ordered_json json = nlohmann::ordered_json::parse(scenario::result_json(e));
+  nlohmann::ordered_json iterations = nlohmann::ordered_json::array();
+  for (const std::int64_t ns : m.iteration_ns) iterations.push_back(static_cast<double>(ns) / 1e6);
+  json["measured"] = {
+      {"backend", o.backend},
+      {"ranks", e.step.graph.num_ranks()},
+      {"warmup_iterations", o.warmup},
+      {"iteration_times_ms", iterations},
+      {"median_iteration", m.median_iteration},
+      {"compute_dtype", std::string(exec::TorchCompute::compute_dtype_name())},
+      {"wire_dtypes", "bf16 carried as fp16, fp8 as uint8 (Gloo has neither)"},
+  };
+  return json.dump(2) + "\n";
+}
+
+/// The summary `simulate` prints, for what was executed; a graph file has no scenario, so only
+/// the figures a graph alone gives.
+std::string summary(const Job& job, const scenario::Evaluation& e) {
+  if (job.from_graph_file) {
+    return fmt::format(
+        "  iteration time        {:.3f} ms\n  pipeline bubble       {:.1f}%\n"
+        "  exposed communication {:.1f}% of the step\n  executed              {} ranks, {} "
+        "tasks\n",
+        e.iteration_time_s * 1e3, e.bubble_fraction * 100, e.exposed_comm_fraction * 100,
+        e.step.graph.num_ranks(), e.step.graph.num_tasks());
+  }
+  std::string text = scenario::summary_text(e);
+  const std::string simulated = "  simulated             ";
+  if (const std::size_t at = text.find(simulated); at != std::string::npos) {
+    text.replace(at, simulated.size(), "  executed              ");
+  }
+  return text;
+}
+
+void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& o) {
+  const ir::Graph& graph = job.step.graph;
+  sim::SimResult result = sim::timeline_result(graph, measured.timeline);
+  const scenario::Evaluation evaluation =
+      scenario::evaluation_of(job.scenario, job.step, std::move(result));
+  std::vector<OutputFile> files;
+  if (!o.json.empty()) files.push_back({o.json, result_json(evaluation, measured, o)});
+  std::vector<TraceOutput> traces;
+  if (!o.trace.empty() || !o.trace_dir.empty()) {
+    timelines::Timeline timeline = measured.timeline;
+    const sim::TraceOptions options =
+        job.from_graph_file ? sim::TraceOptions{} : scenario::trace_options(job.scenario, job.step);
+    timeline.static_memory_bytes = options.static_memory_bytes;
+    for (const sim::RankMetrics& rank : evaluation.result.ranks) {
+      std::vector<timelines::BubbleSpan>& bubbles = timeline.bubbles.emplace_back();
+      for (const sim::Bubble& b : rank.bubbles) {
+        timelines::BubbleSpan span{
+            .start_ns = b.start, .end_ns = b.end, .reason = std::string(sim::to_string(b.cause))};
+        if (b.waited_on.valid()) span.waited_on_task = b.waited_on.value();
+        bubbles.push_back(std::move(span));
+      }
+    }
+    const timelines::WorldLayout layout =
+        options.layout ? *options.layout : timelines::graph_world_layout(graph);
+    std::vector<traces::Arg> metadata =
+        job.from_graph_file ? std::vector<traces::Arg>{} : trace_metadata(job.scenario);
+    metadata.push_back({"source", std::string("measured (metron run, cpu backend)")});
+    if (!o.trace.empty()) {
+      traces.push_back({o.trace, timelines::merged_trace(graph, timeline, layout, metadata)});
+    }
+    if (!o.trace_dir.empty()) {
+      std::vector<traces::TraceDocument> ranks =
+          timelines::rank_traces(graph, timeline, layout, metadata);
+      for (std::size_t r = 0; r < ranks.size(); ++r) {
+        traces.push_back({(std::filesystem::path(o.trace_dir) /
+                           timelines::rank_trace_file_name(layout.world_rank[r]))
+                              .string(),
+                          std::move(ranks[r])});
+      }
+      create_output_directory("--trace-dir", o.trace_dir);
+    }
+  }
+  std::cout << "metron run: " << graph.num_ranks() << " ranks on the " << o.backend
+            << " backend, median of " << measured.iteration_ns.size() << " iterations (after "
+            << o.warmup << " warm-up)\n"
+            << summary(job, evaluation);
+  std::cout << "  iteration times       ";
+  for (std::size_t i = 0; i < measured.iteration_ns.size(); ++i) {
+    std::cout << (i == 0 ? "" : ", ") << static_cast<double>(measured.iteration_ns[i]) / 1e6;
+  }
+  std::cout << " ms\n";
+  const std::vector<std::string> written = write_outputs(std::move(files), traces);
+  if (!o.json.empty()) std::cout << "  result JSON           " << o.json << "\n";
+  if (!o.trace.empty()) {
+    std::cout << "  trace                 " << written.front()
+              << " (open in https://ui.perfetto.dev)\n";
+  }
+  if (!o.trace_dir.empty()) {
+    std::cout << "  per-rank traces       " << o.trace_dir << "/ (" << graph.num_ranks()
+              << " files rank-N.json, for Holistic Trace Analysis)\n";
+  }
+  std::cout.flush();
+}
+
+exec::RunOptions run_options(const RunFlags& o) {
+  return {.iterations = o.iterations,
+          .warmup = o.warmup,
+          .timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000)),
+          .intra_op_threads = o.threads};
+}
+
+void run(const RunFlags& o) {
+  check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
+  if (o.backend == "cuda") {
+    throw InvalidConfig(
+        "--backend cuda: the CUDA backend is not built yet (issue 19); expected "
+        "--backend cpu");
+  }
+  const Job job = job_of(o);
+  const std::int32_t ranks = job.step.graph.num_ranks();
+  if (o.nproc && *o.nproc != ranks) {
+    throw InvalidConfig("--nproc " + std::to_string(*o.nproc) + ": the graph has " +
+                        std::to_string(ranks) + " ranks; expected --nproc " +
+                        std::to_string(ranks) + " (one process per rank)");
+  }
+  const exec::RunOptions options = run_options(o);
+
+  if (const std::optional<ExternalRank> external = external_rank(std::getenv)) {
+    if (external->world_size != ranks) {
+      throw InvalidConfig(external->launcher + " started " + std::to_string(external->world_size) +
+                          " processes; the graph has " + std::to_string(ranks) +
+                          " ranks: expected one process per rank");
+    }
+    const exec::Rendezvous rendezvous{
+        .host = external->host,
+        .port = o.store_port.value_or(external->master_port.value_or(29500) + 1),
+        .rank = external->rank,
+        .world_size = ranks,
+        .timeout = options.timeout};
+    try {
+      const std::optional<exec::MeasuredStep> measured =
+          exec::run_cpu_rank(job.step.graph, rendezvous, options, [](std::string_view) {});
+      if (measured) report(job, *measured, o);
+    } catch (const Error& e) {
+      // Another launcher's rank: say which rank failed, as the local launcher does.
+      if (e.is_input_error()) throw;
+      throw BackendError("rank " + std::to_string(external->rank) + ": " + e.what());
+    }
+    return;
+  }
+
+  const std::int32_t port = o.store_port.value_or(free_port());
+  // The launcher's watchdog sees every rank and names what each one waits for; a rank's own
+  // timeouts (its host waits, Gloo's) see only itself, so locally they are set to fire later.
+  exec::RunOptions worker_options = options;
+  worker_options.timeout = 2 * options.timeout;
+  exec::stop_blas_threads();
+  std::cerr << "metron run: " << ranks << " ranks, " << o.warmup << " warm-up and " << o.iterations
+            << " measured iterations\n";
+  const exec::LaunchResult launched = exec::launch_local(
+      {.workers = ranks, .timeout = options.timeout, .grace = std::chrono::milliseconds(2000)},
+      [&](std::int32_t rank, exec::WorkerChannel& channel) {
+        const exec::Rendezvous rendezvous{.host = "127.0.0.1",
+                                          .port = port,
+                                          .rank = rank,
+                                          .world_size = ranks,
+                                          .timeout = worker_options.timeout};
+        const std::optional<exec::MeasuredStep> measured =
+            exec::run_cpu_rank(job.step.graph, rendezvous, worker_options,
+                               [&channel](std::string_view status) { channel.set_status(status); });
+        if (measured) report(job, *measured, o);
+      });
+  if (!launched.ok()) {
+    const exec::LaunchFailure& failure = *launched.failure;
+    if (failure.input_error) throw InvalidConfig(failure.message);
+    throw BackendError("the run failed: " + failure.message);
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "run",
+      "Execute one training step for real: build the task graph of a scenario (the same flags\n"
+      "as 'metron simulate') with the operations each compute task runs, or read a graph file\n"
+      "('metron schedule --format json' writes one), and run it on the CPU backend: one process\n"
+      "per rank, a thread per stream, libtorch CPU tensors for the GEMMs and element-wise ops the\n"
+      "cost model prices, Gloo for collectives and transfers. Reports the median of the measured\n"
+      "iterations with the same figures and JSON keys as 'metron simulate', and writes the same\n"
+      "traces. Under torchrun, srun or mpirun each process runs one rank (rank 0 hosts metron's\n"
+      "store on MASTER_PORT+1 and writes the outputs). Without a scenario it runs GPT-3 125M's\n"
+      "layers at sequence 128 on 2 ranks (1F1B, 4 microbatches) on the cpu-local preset.");
+  add_scenario_flags(*cmd, o->scenario);
+  cmd->add_option("--iterations", o->iterations, "measured iterations; the median is reported")
+      ->check(integer_in(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "iterations run first and not measured")
+      ->check(integer_in(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->timeout_s,
+                  "seconds without progress after which the run fails, naming what each rank\n"
+                  "waits for")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--nproc", o->nproc, "processes to start; must equal the graph's ranks")
+      ->check(integer_in(1, kMaxLocalRanks));
+  cmd->add_option("--backend", o->backend, "cpu (cuda comes with its issue)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "libtorch threads per rank")
+      ->check(integer_in(1, 256))
+      ->capture_default_str();
+  cmd->add_option("--store-port", o->store_port,
+                  "port of metron's store on rank 0 (default: a free one; MASTER_PORT+1 under a\n"
+                  "launcher)")
+      ->check(integer_in(1, 65535));
+  cmd->add_option("--json", o->json, "write the result JSON here");
+  cmd->add_option("--trace", o->trace,
+                  "write the merged Chrome/Perfetto trace here (gzip for .gz or when over 50 MB)");
+  cmd->add_option("--trace-dir", o->trace_dir,
+                  "write one Kineto-shaped trace per rank here, rank-<N>.json, for Holistic\n"
+                  "Trace Analysis; the folder is created if missing")
+      ->type_name("DIR");
+  check_integer_options(*cmd);
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace metron::cli

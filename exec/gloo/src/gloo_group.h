@@ -1,0 +1,80 @@
+#pragma once
+// One process group of a GlooWorld: its ProcessGroupGloo, the issue turn, the buffer pool and the
+// reduce-scatter context (Note [gloo world] in metron/exec/gloo_world.h). Private: torch types.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <tuple>
+#include <vector>
+
+#include "metron/ir/task.h"
+#include "wire_layout.h"
+
+namespace metron::exec::detail {
+
+/// Gloo's or torch's message without torch's C++ backtrace.
+[[nodiscard]] std::string error_text(const std::exception& error);
+
+class GlooGroup {
+ public:
+  /// Creates the process group (blocks until every member joins). `store` is the world's store;
+  /// the group uses the prefix "group/<index>/".
+  GlooGroup(std::int32_t index, std::vector<std::int32_t> members, std::int32_t rank,
+            const c10::intrusive_ptr<c10d::Store>& store,
+            std::shared_ptr<gloo::transport::Device> device, std::chrono::milliseconds timeout);
+  ~GlooGroup();
+  GlooGroup(const GlooGroup&) = delete;
+  GlooGroup& operator=(const GlooGroup&) = delete;
+
+  /// GlooWorld::collective() for this group.
+  void run(std::int64_t ordinal, const ir::Collective& collective);
+
+  /// For the tests: the input of the buffer set the next run() of `collective` takes (a
+  /// single-threaded caller gets the same set back), and the output it leaves there.
+  void write_input(const ir::Collective& collective, const std::vector<std::byte>& bytes);
+  [[nodiscard]] std::vector<std::byte> read_output(const ir::Collective& collective);
+
+ private:
+  /// One collective()'s memory: `calls` slices of input and output, and for reduce-scatter one
+  /// gloo algorithm per slice (built at first use, under the turn: see run()).
+  struct Buffers {
+    WireLayout layout;
+    at::Tensor input;
+    at::Tensor output;  // the input itself for in-place ops
+    std::vector<std::unique_ptr<gloo::Algorithm>> reduce_scatters;
+  };
+  using Key = std::tuple<ir::CollectiveOp, WireType, std::int64_t, std::int32_t>;
+
+  [[nodiscard]] std::unique_ptr<Buffers> acquire(const ir::Collective& collective);
+  void release(const ir::Collective& collective, std::unique_ptr<Buffers> buffers);
+  [[nodiscard]] std::vector<c10::intrusive_ptr<c10d::Work>> issue(const ir::Collective& collective,
+                                                                  Buffers& buffers);
+  void reduce_scatter(Buffers& buffers);
+  [[nodiscard]] std::int64_t local_index(std::int32_t graph_rank, const char* what) const;
+  [[nodiscard]] std::string describe(const ir::Collective& collective, std::int64_t ordinal) const;
+
+  std::int32_t index_;
+  std::vector<std::int32_t> members_;
+  std::int32_t local_rank_;
+  c10::intrusive_ptr<c10d::Store> store_;  // "group/<index>/"
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> process_group_;
+  std::shared_ptr<gloo::Context> reduce_scatter_context_;  // created at the first reduce-scatter
+
+  std::mutex turn_mutex_;
+  std::condition_variable turn_changed_;
+  std::int64_t next_ordinal_ = 0;  // the lowest ordinal not yet issued
+
+  std::mutex pool_mutex_;
+  std::map<Key, std::vector<std::unique_ptr<Buffers>>> pool_;  // free sets
+};
+
+}  // namespace metron::exec::detail

@@ -1,0 +1,68 @@
+#pragma once
+// The CPU backend of the executor: the RankBackend interface over CpuStreams (a thread per
+// stream, Note [cpu streams]) with real buffers for the graph's memory effects. What a task
+// computes or moves is a CpuWork: libtorch and Gloo in a real run (cpu_run.h), plain functions
+// in tests of the core.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "metron/exec/cpu_streams.h"
+#include "metron/exec/rank_backend.h"
+#include "metron/exec/rank_program.h"
+
+namespace metron::exec {
+
+/// What the tasks of a CPU rank run on their stream's thread. Each blocks until done.
+struct CpuWork {
+  std::function<void(const ir::Compute&)> compute;
+  /// (group, ordinal over the run, collective): Note [rank program] on ordinals.
+  std::function<void(std::int32_t, std::int64_t, const ir::Collective&)> collective;
+  std::function<void(std::int32_t peer, std::int64_t bytes, std::int32_t tag)> send;
+  std::function<void(std::int32_t peer, std::int64_t bytes, std::int32_t tag)> recv;
+};
+
+/// One rank's device on the CPU.
+class CpuBackend final : public RankBackend {
+ public:
+  /// Streams and hardware queues as `program` says. `timeout` bounds every host wait (a HostWait,
+  /// the end of an iteration): past it, BackendError names what each stream is doing.
+  CpuBackend(const RankProgram& program, CpuWork work, std::chrono::milliseconds timeout);
+
+  void begin_iteration(std::span<const std::int32_t> buffer_users) override;
+  Event create_event() override;
+  void record_event(std::int32_t stream, Event event) override;
+  void wait_event(std::int32_t stream, Event event) override;
+  void launch(std::int32_t stream, const Launch& launch) override;
+  void synchronize(Event event) override;
+  IterationRecord end_iteration() override;
+  [[nodiscard]] std::string describe() const override;
+
+ private:
+  void allocate(const Launch& launch);
+  void release(const Launch& launch);
+  void run(const Launch& launch);
+
+  CpuWork work_;
+  std::chrono::milliseconds timeout_;
+  std::vector<ir::TaskId> launched_;  ///< by work item, in enqueue order (CpuStreams::timings)
+
+  std::mutex memory_mutex_;               // stream threads allocate and free concurrently
+  std::vector<std::int32_t> users_left_;  ///< by BufferId
+  std::vector<std::unique_ptr<std::byte[]>> buffers_;  ///< by BufferId; null when free
+  std::vector<std::int64_t> sizes_;                    ///< by BufferId, while allocated
+  std::int64_t allocated_ = 0;
+  std::int64_t peak_ = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> memory_;
+
+  CpuStreams streams_;  // last: its threads run the members above, so it stops first
+};
+
+}  // namespace metron::exec

@@ -1,0 +1,145 @@
+// `metron run` as a user meets it (issue 16): a real run on the CPU backend (forked ranks, Gloo,
+// libtorch) whose result JSON lines up with `simulate --json` key by key and whose traces pass
+// the Perfetto and HTA rules; the same run under torchrun and mpirun; and the refusals (exit 2)
+// that must come before any process starts.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "metron/base/file_io.h"
+#include "support/cli_runner.h"
+#include "support/free_port.h"
+
+namespace metron {
+namespace {
+
+using ::testing::AllOf;
+using testing::Cli;
+using ::testing::HasSubstr;
+using testing::Outcome;
+using ::testing::StartsWith;
+using Json = nlohmann::json;
+
+const std::string kData = std::string(METRON_SOURCE_DIR) + "/tests/cli/data/";
+/// A 4-layer model of hidden 256 at sequence 128 on 2 pipeline ranks × 2 replicas: a step of
+/// about a tenth of a second on two cores.
+const std::string kSmallRun = "--model " + kData +
+                              "flags-small-model.json --hardware cpu-local --pp 2 --dp 2 -m 2 "
+                              "--schedule 1f1b --sync megatron-ddp --iterations 2 --warmup 1";
+
+/// The keys of a JSON object, recursively through objects ("per_rank" through its first entry).
+std::set<std::string> keys(const Json& j, const std::string& prefix = "") {
+  std::set<std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    out.insert(prefix + it.key());
+    if (it.value().is_object() && it.key() != "bytes_sent" && it.key() != "bubble_ms") {
+      for (const std::string& k : keys(it.value(), prefix + it.key() + ".")) out.insert(k);
+    }
+    if (it.key() == "per_rank" && !it.value().empty()) {
+      for (const std::string& k : keys(it.value()[0], "per_rank[].")) out.insert(k);
+    }
+  }
+  return out;
+}
+
+TEST_F(Cli, RunExecutesAStepWithTheKeysOfSimulateAndTracesThatPassTheRules) {
+  const Outcome r = metron("run " + kSmallRun + " --json " + path("run.json") + " --trace " +
+                           path("run-trace.json") + " --trace-dir " + path("ranks"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("4 ranks on the cpu backend, median of 2 iterations"),
+                           HasSubstr("executed              4 ranks")));
+  const Outcome s = metron("simulate " + kSmallRun.substr(0, kSmallRun.find(" --iterations")) +
+                           " --full --json " + path("sim.json"));
+  ASSERT_EQ(s.code, 0) << s.err;
+  const Json run = Json::parse(read_file(path("run.json")));
+  Json sim = Json::parse(read_file(path("sim.json")));
+  std::set<std::string> run_keys = keys(run);
+  std::erase_if(run_keys, [](const std::string& k) { return k.starts_with("measured"); });
+  EXPECT_EQ(run_keys, keys(sim));
+  EXPECT_EQ(run["per_rank"].size(), 4U);
+  EXPECT_EQ(run["measured"]["iteration_times_ms"].size(), 2U);
+  // The median iteration is the one reported.
+  const double median =
+      run["measured"]["iteration_times_ms"][run["measured"]["median_iteration"].get<std::size_t>()];
+  EXPECT_DOUBLE_EQ(run["iteration_time_ms"].get<double>(), median);
+  for (const Json& rank : run["per_rank"]) {
+    EXPECT_GT(rank["compute_ms"].get<double>(), 0);
+    EXPECT_LE(rank["compute_ms"].get<double>(), median);
+  }
+  EXPECT_EQ(metron("check-trace " + path("run-trace.json")).code, 0);
+  const Outcome hta = metron("check-trace --hta " + path("ranks"));
+  EXPECT_EQ(hta.code, 0) << hta.err;
+  EXPECT_TRUE(std::filesystem::exists(path("ranks/rank-3.json")));
+}
+
+TEST_F(Cli, RunRefusesBeforeStartingAnything) {
+  const Outcome nproc = metron("run " + kSmallRun + " --nproc 3");
+  EXPECT_EQ(nproc.code, 2);
+  EXPECT_THAT(nproc.err, HasSubstr("--nproc 3: the graph has 4 ranks; expected --nproc 4"));
+  const Outcome cuda = metron("run " + kSmallRun + " --backend cuda");
+  EXPECT_EQ(cuda.code, 2);
+  EXPECT_THAT(cuda.err, HasSubstr("--backend cuda"));
+  const Outcome big = metron("run --model gpt3-175b --tp 8 --pp 16 --dp 8");
+  EXPECT_EQ(big.code, 2);
+  EXPECT_THAT(big.err, HasSubstr("1024 ranks"));
+  // A graph that deadlocks under the ordering rules: refused with every blocked task named.
+  const Outcome convert =
+      metron("graph convert " + kData + "swapped-receives.txt " + path("dl.json") + " --to json");
+  ASSERT_EQ(convert.code, 0) << convert.err;
+  const Outcome deadlock = metron("run " + path("dl.json") + " --timeout 5");
+  EXPECT_EQ(deadlock.code, 2);
+  EXPECT_THAT(deadlock.err, AllOf(StartsWith("metron: error: deadlock: no task can make progress"),
+                                  HasSubstr("rank 0 stream \"pp-recv-1\"")));
+}
+
+TEST_F(Cli, RunExecutesAGraphFile) {
+  ASSERT_EQ(metron("schedule --pp 2 -m 4 --format json -o " + path("g.json")).code, 0);
+  const Outcome r = metron("run " + path("g.json") + " --iterations 1 --json " + path("r.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("executed              2 ranks"));
+  EXPECT_EQ(Json::parse(read_file(path("r.json")))["per_rank"].size(), 2U);
+}
+
+using testing::free_port;
+
+const std::string kTwoRanks = "--model " + kData +
+                              "flags-small-model.json --hardware cpu-local --pp 2 -m 2 "
+                              "--iterations 1 --warmup 0";
+
+TEST_F(Cli, TorchrunLaunchesTwoRanks) {
+  if (std::system("command -v torchrun >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "torchrun is not installed (Debian's python3-torch; scripts/setup.sh)";
+  }
+  // Debian's torchrun 1.13 under Python 3.11 fails unless --redirects and --tee are 1 or 2: its
+  // Std flag parser loops over the IntFlag's members, which no longer include 0 and 3.
+  const std::string command =
+      "torchrun --no_python --redirects 1 --tee 1 --log_dir " + path("logs") +
+      " --nnodes 1 --nproc_per_node 2 --master_addr "
+      "127.0.0.1 --master_port " +
+      std::to_string(free_port()) + " " + std::string(METRON_BINARY) + " run " + kTwoRanks +
+      " --json " + path("r.json") + " >" + path("out") + " 2>" + path("err");
+  ASSERT_EQ(std::system(command.c_str()), 0) << read_file(path("err"));
+  EXPECT_THAT(read_file(path("out")), HasSubstr("2 ranks on the cpu backend"));
+  EXPECT_EQ(Json::parse(read_file(path("r.json")))["per_rank"].size(), 2U);
+}
+
+TEST_F(Cli, MpirunLaunchesTwoRanks) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "mpirun is not installed (Debian's openmpi-bin; scripts/setup.sh)";
+  }
+  const std::string command =
+      "mpirun --allow-run-as-root --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT=" +
+      std::to_string(free_port()) + " " + std::string(METRON_BINARY) + " run " + kTwoRanks +
+      " --json " + path("r.json") + " >" + path("out") + " 2>" + path("err");
+  ASSERT_EQ(std::system(command.c_str()), 0) << read_file(path("err"));
+  EXPECT_THAT(read_file(path("out")), HasSubstr("2 ranks on the cpu backend"));
+  EXPECT_EQ(Json::parse(read_file(path("r.json")))["per_rank"].size(), 2U);
+}
+
+}  // namespace
+}  // namespace metron

@@ -250,11 +250,52 @@ void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& 
   std::cout.flush();
 }
 
-exec::RunOptions run_options(const RunFlags& o) {
+/// A failed run loses nothing it recorded: each rank writes its own per-rank trace of the
+/// iteration it was in (the tasks that completed) into --trace-dir, marked partial. The merged
+/// trace needs every rank's measurements at rank 0, which a failed run never gathers.
+void write_partial_trace(const Job& job, const RunFlags& o, std::int32_t rank,
+                         const std::vector<exec::RankIteration>& iterations) {
+  if (o.trace_dir.empty() || iterations.empty() || iterations.back().origin_ns < 0) return;
+  const exec::RankIteration& it = iterations.back();
+  const ir::Graph& graph = job.step.graph;
+  timelines::Timeline timeline;
+  timeline.tasks.assign(static_cast<std::size_t>(graph.num_tasks()), {});
+  for (const exec::LaunchTiming& t : it.record.launches) {
+    timeline.tasks[t.id.index()] = {t.start_ns - it.origin_ns, t.end_ns - it.origin_ns};
+    timeline.step_end_ns = std::max(timeline.step_end_ns, t.end_ns - it.origin_ns);
+  }
+  timeline.memory.resize(static_cast<std::size_t>(graph.num_ranks()));
+  for (const auto& [at, bytes] : it.record.memory) {
+    timeline.memory[static_cast<std::size_t>(rank)].emplace_back(
+        std::max<std::int64_t>(0, at - it.origin_ns), bytes);
+  }
+  const sim::TraceOptions options =
+      job.from_graph_file ? sim::TraceOptions{} : scenario::trace_options(job.scenario, job.step);
+  const timelines::WorldLayout layout =
+      options.layout ? *options.layout : timelines::graph_world_layout(graph);
+  std::vector<traces::Arg> metadata =
+      job.from_graph_file ? std::vector<traces::Arg>{} : trace_metadata(job.scenario);
+  metadata.push_back({"source", std::string("measured (metron run, cpu backend), partial: the "
+                                            "run failed in this iteration")});
+  std::vector<traces::TraceDocument> docs =
+      timelines::rank_traces(graph, timeline, layout, std::move(metadata));
+  create_output_directory("--trace-dir", o.trace_dir);
+  const std::string path =
+      (std::filesystem::path(o.trace_dir) /
+       timelines::rank_trace_file_name(layout.world_rank[static_cast<std::size_t>(rank)]))
+          .string();
+  write_outputs({}, {{path, std::move(docs[static_cast<std::size_t>(rank)])}});
+  std::cerr << "metron run: rank " << rank << " wrote what it recorded to " << path << "\n";
+}
+
+exec::RunOptions run_options(const RunFlags& o, const Job& job, std::int32_t rank) {
   return {.iterations = o.iterations,
           .warmup = o.warmup,
           .timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000)),
-          .intra_op_threads = o.threads};
+          .intra_op_threads = o.threads,
+          .on_failure = [&o, &job, rank](const std::vector<exec::RankIteration>& iterations) {
+            write_partial_trace(job, o, rank, iterations);
+          }};
 }
 
 void run(const RunFlags& o) {
@@ -271,7 +312,7 @@ void run(const RunFlags& o) {
                         std::to_string(ranks) + " ranks; expected --nproc " +
                         std::to_string(ranks) + " (one process per rank)");
   }
-  const exec::RunOptions options = run_options(o);
+  const exec::RunOptions options = run_options(o, job, 0);
 
   if (const std::optional<ExternalRank> external = external_rank(std::getenv)) {
     if (external->world_size != ranks) {
@@ -286,8 +327,8 @@ void run(const RunFlags& o) {
         .world_size = ranks,
         .timeout = options.timeout};
     try {
-      const std::optional<exec::MeasuredStep> measured =
-          exec::run_cpu_rank(job.step.graph, rendezvous, options, [](std::string_view) {});
+      const std::optional<exec::MeasuredStep> measured = exec::run_cpu_rank(
+          job.step.graph, rendezvous, run_options(o, job, external->rank), [](std::string_view) {});
       if (measured) report(job, *measured, o);
     } catch (const Error& e) {
       // Another launcher's rank: say which rank failed, as the local launcher does.
@@ -300,8 +341,7 @@ void run(const RunFlags& o) {
   const std::int32_t port = o.store_port.value_or(free_port());
   // The launcher's watchdog sees every rank and names what each one waits for; a rank's own
   // timeouts (its host waits, Gloo's) see only itself, so locally they are set to fire later.
-  exec::RunOptions worker_options = options;
-  worker_options.timeout = 2 * options.timeout;
+  const auto worker_timeout = 2 * options.timeout;
   exec::stop_blas_threads();
   std::cerr << "metron run: " << ranks << " ranks, " << o.warmup << " warm-up and " << o.iterations
             << " measured iterations\n";
@@ -312,7 +352,9 @@ void run(const RunFlags& o) {
                                           .port = port,
                                           .rank = rank,
                                           .world_size = ranks,
-                                          .timeout = worker_options.timeout};
+                                          .timeout = worker_timeout};
+        exec::RunOptions worker_options = run_options(o, job, rank);
+        worker_options.timeout = worker_timeout;
         const std::optional<exec::MeasuredStep> measured =
             exec::run_cpu_rank(job.step.graph, rendezvous, worker_options,
                                [&channel](std::string_view status) { channel.set_status(status); });

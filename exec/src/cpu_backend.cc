@@ -24,7 +24,10 @@ void CpuBackend::begin_iteration(std::span<const std::int32_t> buffer_users) {
   allocated_ = 0;
   peak_ = 0;
   memory_.clear();
-  launched_.clear();
+  {
+    const std::lock_guard<std::mutex> launched(launched_mutex_);
+    launched_.clear();
+  }
   streams_.reset();
 }
 
@@ -39,7 +42,10 @@ void CpuBackend::wait_event(std::int32_t stream, Event event) {
 }
 
 void CpuBackend::launch(std::int32_t stream, const Launch& launch) {
-  launched_.push_back(launch.id);
+  {
+    const std::lock_guard<std::mutex> lock(launched_mutex_);
+    launched_.push_back(launch.id);
+  }
   // The closure holds a copy: the caller's Launch may change before the stream reaches it.
   streams_.enqueue(
       stream, [this, launch] { run(launch); }, launch.label);
@@ -99,10 +105,21 @@ void CpuBackend::synchronize(Event event) { streams_.synchronize(event, timeout_
 
 IterationRecord CpuBackend::end_iteration() {
   streams_.synchronize_all(timeout_);
+  return partial_record();
+}
+
+IterationRecord CpuBackend::partial_record() const {
   IterationRecord record;
+  // Work items are launches in enqueue order; before the end of an iteration only some have
+  // completed, and each timing says which item it is.
   const std::vector<CpuStreams::Timing> timings = streams_.timings();
-  for (std::size_t i = 0; i < timings.size(); ++i) {
-    record.launches.push_back({launched_[i], timings[i].start_ns, timings[i].end_ns});
+  {
+    const std::lock_guard<std::mutex> lock(launched_mutex_);
+    for (const CpuStreams::Timing& t : timings) {
+      if (t.item < 0 || std::cmp_greater_equal(t.item, launched_.size())) continue;
+      record.launches.push_back(
+          {launched_[static_cast<std::size_t>(t.item)], t.start_ns, t.end_ns});
+    }
   }
   const std::lock_guard<std::mutex> lock(memory_mutex_);
   record.memory = memory_;

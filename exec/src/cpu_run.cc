@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "failure_flush.h"
 #include "metron/base/error.h"
 #include "metron/exec/cpu_backend.h"
 #include "metron/exec/rank_executor.h"
@@ -43,7 +44,11 @@ class StatusMonitor {
   StatusMonitor& operator=(StatusMonitor&&) = delete;
 
   /// The iteration the host is in, as the status's prefix.
-  void set_iteration(std::int64_t iteration) { iteration_ = iteration; }
+  /// Where the host is: at the barrier before `iteration`, or issuing and waiting for it.
+  void set_iteration(std::int64_t iteration, bool at_barrier) {
+    at_barrier_ = at_barrier;
+    iteration_ = iteration;
+  }
 
  private:
   void loop() {
@@ -51,8 +56,8 @@ class StatusMonitor {
     std::unique_lock<std::mutex> lock(mutex_);
     while (!stop_) {
       lock.unlock();
-      std::string now =
-          "iteration " + std::to_string(iteration_.load()) + ": " + backend_.describe();
+      std::string now = (at_barrier_ ? "at the barrier before iteration " : "iteration ") +
+                        std::to_string(iteration_.load()) + ": " + backend_.describe();
       if (now != last) {
         sink_(now);
         last = std::move(now);
@@ -65,6 +70,7 @@ class StatusMonitor {
   const RankBackend& backend_;
   const StatusSink& sink_;
   std::atomic<std::int64_t> iteration_{0};
+  std::atomic<bool> at_barrier_{true};
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
@@ -126,24 +132,41 @@ std::optional<MeasuredStep> run_cpu_rank(const ir::Graph& graph, const Rendezvou
                        std::int32_t tag) { world.recv(peer, bytes, tag); },
   };
   std::vector<RankIteration> measured;
+  std::mutex measured_mutex;  // the flush may read `measured` from its own thread
   auto backend = std::make_unique<CpuBackend>(executor.program(), std::move(work), options.timeout);
+  const auto snapshot = [&] {
+    std::vector<RankIteration> out;
+    {
+      const std::lock_guard<std::mutex> lock(measured_mutex);
+      out = measured;
+    }
+    RankIteration& now = out.emplace_back();
+    now.origin_ns = executor.origin_ns();
+    now.record = backend->partial_record();
+    return out;
+  };
+  detail::FailureFlush flush(snapshot, options.on_failure);
   try {
     StatusMonitor monitor(*backend, status);
     const std::int64_t total = std::int64_t{options.warmup} + options.iterations;
     for (std::int64_t i = 0; i < total; ++i) {
-      monitor.set_iteration(i);
+      monitor.set_iteration(i, /*at_barrier=*/true);
       // Every rank starts the iteration together: its origin is the one instant they share
       // (Note [measured step]).
       world.barrier();
+      monitor.set_iteration(i, /*at_barrier=*/false);
       RankIteration it = executor.run(*backend, i);
-      if (i >= options.warmup) measured.push_back(std::move(it));
+      if (i >= options.warmup) {
+        const std::lock_guard<std::mutex> lock(measured_mutex);
+        measured.push_back(std::move(it));
+      }
     }
   } catch (...) {
+    flush.flush_now();
     static_cast<void>(backend.release());
     static_cast<void>(world_owner.release());
     throw;
   }
-  backend.reset();
   status("gathering the measurements at rank 0");
   world.store_set(iterations_key(rendezvous.rank), encode_iterations(measured));
   world.store_set(host_key(rendezvous.rank), host_name());

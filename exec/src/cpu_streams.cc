@@ -249,12 +249,14 @@ void CpuStreams::reset() {
 std::vector<CpuStreams::Timing> CpuStreams::timings() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Timing> result;
-  for (const Item& item : items_) {
+  for (std::size_t i = 0; i < items_.size(); ++i) {
+    const Item& item = items_[i];
     if (item.end_ns < 0) continue;
     result.push_back({.start_ns = item.start_ns,
                       .end_ns = item.end_ns,
                       .label = item.label,
-                      .stream = item.stream});
+                      .stream = item.stream,
+                      .item = static_cast<std::int64_t>(i)});
   }
   return result;
 }

@@ -37,6 +37,7 @@ RankIteration RankExecutor::run(RankBackend& backend, std::int64_t iteration) {
   // step's work, and each iteration needs fresh events (an event is recorded once).
   std::vector<RankBackend::Event> event_of(static_cast<std::size_t>(graph_->num_tasks()), -1);
   out.origin_ns = now_ns();
+  origin_ns_ = out.origin_ns;
   for (std::size_t i = 0; i < program_.steps.size(); ++i) {
     const ProgramStep& step = program_.steps[i];
     out.issued.emplace_back(step.task, now_ns());

@@ -8,14 +8,19 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "metron/base/error.h"
+#include "metron/base/file_io.h"
 #include "metron/exec/local_launcher.h"
 #include "metron/exec/torch_compute.h"
 #include "metron/models/hardware_presets.h"
@@ -114,6 +119,55 @@ TEST(CpuRun, FourRanksRunTheStepObeyingTheRulesAndMeasureTheMemoryPeak) {
   ASSERT_TRUE(r.ok()) << r.failure->message;
 }
 
+/// A real run (processes, Gloo, libtorch) of `s` must obey the rules; kept to a few graphs:
+/// every family and policy also runs in-process in rank_executor_test.cc.
+void expect_real_run_obeys_the_rules(scenario::Scenario s) {
+  s.model = models::testing::tiny_gelu(4);
+  s.hardware = models::hardware_preset("cpu-local");
+  s.parallel.microbatch_size = 1;
+  s.parallel.seq_len = 4;
+  const scenario::Step step =
+      scenario::build_step(s, scenario::Replication::kFull, scenario::Payload::kOperations);
+  const LaunchResult r = launch(
+      step, milliseconds(60000), {.iterations = 1, .warmup = 0, .timeout = milliseconds(60000)},
+      [](std::int32_t) {},
+      [&](const MeasuredStep& m) {
+        const std::vector<std::string> violations =
+            testing::ordering_violations(step.graph, m.timeline, 0);
+        if (!violations.empty()) throw std::runtime_error("rule broken: " + violations.front());
+      });
+  EXPECT_TRUE(r.ok()) << r.failure->message;
+}
+
+TEST(CpuRun, ScheduleFamiliesRunForRealWithBatchedAndAsyncP2p) {
+  for (const auto& [name, vp, p2p] :
+       std::vector<std::tuple<std::string, std::int64_t, lowering::P2PMode>>{
+           {"interleaved-1f1b", 2, lowering::P2PMode::kBatched},
+           {"zb-h1", 1, lowering::P2PMode::kAsync},
+           {"dualpipe-v", 2, lowering::P2PMode::kAsync}}) {
+    SCOPED_TRACE(name);
+    scenario::Scenario s;
+    s.parallel = {.tp = 1, .pp = 2, .dp = 1, .vp = vp};
+    s.parallel.num_microbatches = 4;
+    s.schedule = {.name = name, .p2p = p2p};
+    expect_real_run_obeys_the_rules(s);
+  }
+}
+
+TEST(CpuRun, ShardedSyncPoliciesRunForRealWithDataParallelismTwo) {
+  for (const sync::SyncPolicy policy :
+       {sync::SyncPolicy::kMegatronDistopt, sync::SyncPolicy::kFairscaleSdp,
+        sync::SyncPolicy::kZero3, sync::SyncPolicy::kFsdp2}) {
+    SCOPED_TRACE(std::string(sync::to_string(policy)));
+    scenario::Scenario s;
+    s.parallel = {.tp = 1, .pp = 1, .dp = 2};
+    s.parallel.num_microbatches = 2;
+    s.schedule = {.name = "1f1b"};
+    s.sync = {.policy = policy};
+    expect_real_run_obeys_the_rules(s);
+  }
+}
+
 TEST(CpuRun, ARankKilledMidRunEndsTheOthersWithAMessage) {
   const scenario::Step step = small_step();
   const auto start = std::chrono::steady_clock::now();
@@ -136,10 +190,43 @@ TEST(CpuRun, ARankKilledMidRunEndsTheOthersWithAMessage) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
+/// A folder for what the ranks flush on failure: one file per rank, "<iterations> <tasks of the
+/// last one>".
+struct FlushFolder {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("metron-flush-" + std::to_string(::getpid()));
+  FlushFolder() { std::filesystem::create_directories(dir); }
+  ~FlushFolder() { std::filesystem::remove_all(dir); }
+  FlushFolder(const FlushFolder&) = delete;
+  FlushFolder& operator=(const FlushFolder&) = delete;
+  FlushFolder(FlushFolder&&) = delete;
+  FlushFolder& operator=(FlushFolder&&) = delete;
+
+  [[nodiscard]] std::function<void(const std::vector<RankIteration>&)> writer() const {
+    return [this](const std::vector<RankIteration>& iterations) {
+      write_file_atomically((dir / ("rank-" + std::to_string(::getpid()))).string(),
+                            std::to_string(iterations.size()) + " " +
+                                std::to_string(iterations.back().record.launches.size()));
+    };
+  }
+  [[nodiscard]] std::vector<std::string> contents() const {
+    std::vector<std::string> out;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      out.push_back(read_file(entry.path().string()));
+    }
+    return out;
+  }
+};
+
 TEST(CpuRun, AHungRankIsNamedByTheWatchdogWithWhatEachRankWaitsFor) {
   const scenario::Step step = small_step();
+  const FlushFolder flushed;
   const LaunchResult r = launch(
-      step, milliseconds(2000), {.iterations = 100000, .warmup = 0, .timeout = milliseconds(60000)},
+      step, milliseconds(2000),
+      {.iterations = 100000,
+       .warmup = 0,
+       .timeout = milliseconds(60000),
+       .on_failure = flushed.writer()},
       [](std::int32_t rank) {
         if (rank != 1) return;
         std::thread([] {
@@ -152,8 +239,16 @@ TEST(CpuRun, AHungRankIsNamedByTheWatchdogWithWhatEachRankWaitsFor) {
   EXPECT_EQ(r.failure->kind, FailureKind::kTimeout);
   // Every rank's last status names the task its streams run or wait for.
   EXPECT_THAT(r.failure->message, HasSubstr("no progress for"));
-  EXPECT_THAT(r.failure->message, HasSubstr("rank 0: iteration"));
+  EXPECT_THAT(r.failure->message,
+              ::testing::ContainsRegex("rank 0: (at the barrier before )?iteration"));
   EXPECT_THAT(r.failure->message, HasSubstr("\"task "));
+  // Nothing recorded is lost: the three ranks the launcher ended (SIGTERM) flushed what they
+  // had, the iterations they finished and the current one; the stopped rank only gets SIGKILL.
+  const std::vector<std::string> contents = flushed.contents();
+  EXPECT_EQ(contents.size(), 3U);
+  for (const std::string& c : contents) {
+    EXPECT_GT(std::stoll(c.substr(0, c.find(' '))), 1) << c;  // finished ones + the current one
+  }
 }
 
 }  // namespace

@@ -43,6 +43,7 @@ class CpuBackend final : public RankBackend {
   void launch(std::int32_t stream, const Launch& launch) override;
   void synchronize(Event event) override;
   IterationRecord end_iteration() override;
+  [[nodiscard]] IterationRecord partial_record() const override;
   [[nodiscard]] std::string describe() const override;
 
  private:
@@ -52,9 +53,12 @@ class CpuBackend final : public RankBackend {
 
   CpuWork work_;
   std::chrono::milliseconds timeout_;
-  std::vector<ir::TaskId> launched_;  ///< by work item, in enqueue order (CpuStreams::timings)
+  /// By work item, in enqueue order (CpuStreams::timings). Written by the host thread, read by
+  /// partial_record() from any thread.
+  std::vector<ir::TaskId> launched_;
+  mutable std::mutex launched_mutex_;
 
-  std::mutex memory_mutex_;               // stream threads allocate and free concurrently
+  mutable std::mutex memory_mutex_;       // stream threads allocate and free concurrently
   std::vector<std::int32_t> users_left_;  ///< by BufferId
   std::vector<std::unique_ptr<std::byte[]>> buffers_;  ///< by BufferId; null when free
   std::vector<std::int64_t> sizes_;                    ///< by BufferId, while allocated

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "metron/exec/gloo_world.h"
 #include "metron/exec/measured_step.h"
@@ -22,6 +23,11 @@ struct RunOptions {
   /// fails naming what each stream is doing.
   std::chrono::milliseconds timeout{60000};
   std::int32_t intra_op_threads = 1;  ///< libtorch threads per rank
+  /// Called with what this rank recorded when its run ends badly: it fails, or the process gets
+  /// SIGTERM (the launcher ending it; the process then exits 143 after the call). The last
+  /// entry is the iteration in progress, with the tasks that completed. For flushing partial
+  /// traces; what it throws is dropped. Unset: nothing is flushed and SIGTERM is left alone.
+  std::function<void(const std::vector<RankIteration>&)> on_failure;
 };
 
 /// Receives the rank's status lines (what it runs or waits for), for the launcher's watchdog.

@@ -110,6 +110,7 @@ class CpuStreams {
     std::int64_t end_ns = 0;
     std::string label;
     std::int32_t stream = 0;
+    std::int64_t item = 0;  ///< the item's place in enqueue order (since the last reset())
   };
   /// One entry per work item that has completed (after synchronize_all(): every item), in enqueue
   /// order. An item that threw has its entry too, ending when it threw.

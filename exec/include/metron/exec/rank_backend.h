@@ -74,6 +74,9 @@ class RankBackend {
   virtual void synchronize(Event event) = 0;
   /// Blocks until everything enqueued has completed, and returns what the iteration measured.
   virtual IterationRecord end_iteration() = 0;
+  /// What the current iteration has recorded so far, without waiting: the tasks that completed
+  /// and the memory samples. Safe from any thread; for flushing a failed run's traces.
+  [[nodiscard]] virtual IterationRecord partial_record() const = 0;
   /// What each stream is doing or waiting for, one line, for the watchdog's status.
   [[nodiscard]] virtual std::string describe() const = 0;
 };

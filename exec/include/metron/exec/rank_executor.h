@@ -3,6 +3,7 @@
 // program]) over a backend, one iteration at a time. It knows graphs and the backend interface,
 // nothing of threads, tensors or communicators, so the CPU and CUDA backends share it.
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -31,6 +32,9 @@ class RankExecutor {
   RankExecutor(const ir::Graph& graph, RankProgram program);
 
   [[nodiscard]] const RankProgram& program() const noexcept { return program_; }
+  /// The origin of the iteration run() is in, or was last in (-1 before the first); safe from
+  /// any thread.
+  [[nodiscard]] std::int64_t origin_ns() const noexcept { return origin_ns_.load(); }
 
   /// Issues every task of the program once (iteration `iteration`, 0-based, numbers the
   /// collectives' ordinals), waits for the device to finish, and returns what was measured.
@@ -41,6 +45,7 @@ class RankExecutor {
   const ir::Graph* graph_;
   RankProgram program_;
   std::vector<Launch> launches_;  ///< by program step; HostWaits have none used
+  std::atomic<std::int64_t> origin_ns_{-1};
 };
 
 }  // namespace metron::exec

@@ -141,5 +141,38 @@ TEST_F(Cli, MpirunLaunchesTwoRanks) {
   EXPECT_EQ(Json::parse(read_file(path("r.json")))["per_rank"].size(), 2U);
 }
 
+// srun is not installed here: its environment is what a Slurm step gives each task, so two
+// processes with that environment are two ranks of an srun launch.
+TEST_F(Cli, SlurmEnvironmentRunsOneRankPerProcess) {
+  const std::string port = std::to_string(free_port());
+  const auto rank = [&](int r) {
+    return "SLURM_PROCID=" + std::to_string(r) +
+           " SLURM_NTASKS=2 SLURM_JOB_NODELIST='localhost' MASTER_PORT=" + port + " " +
+           std::string(METRON_BINARY) + " run " + kTwoRanks + " --json " + path("r.json") + " >" +
+           path("out" + std::to_string(r)) + " 2>" + path("err" + std::to_string(r));
+  };
+  write_file_atomically(path("srun.sh"), rank(0) + " &\nfirst=$!\n" + rank(1) +
+                                             "\nsecond=$?\nwait $first && exit $second\n");
+  ASSERT_EQ(std::system(("bash " + path("srun.sh")).c_str()), 0)
+      << read_file(path("err0")) << read_file(path("err1"));
+  EXPECT_THAT(read_file(path("out0")), HasSubstr("2 ranks on the cpu backend"));
+  EXPECT_EQ(read_file(path("out1")), "");  // rank 0 reports
+  EXPECT_EQ(Json::parse(read_file(path("r.json")))["per_rank"].size(), 2U);
+}
+
+TEST_F(Cli, ALaunchersEnvironmentMustFitTheGraph) {
+  const Outcome size = metron_with_env(
+      "RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29999", "run " + kTwoRanks);
+  EXPECT_EQ(size.code, 2);
+  EXPECT_THAT(size.err, HasSubstr("torchrun started 3 processes; the graph has 2 ranks"));
+  const Outcome garbled = metron_with_env("SLURM_PROCID=x SLURM_NTASKS=2", "run " + kTwoRanks);
+  EXPECT_EQ(garbled.code, 2);
+  EXPECT_THAT(garbled.err,
+              HasSubstr("environment variable SLURM_PROCID: expected a non-negative integer"));
+  const Outcome incomplete = metron_with_env("RANK=0 WORLD_SIZE=2", "run " + kTwoRanks);
+  EXPECT_EQ(incomplete.code, 2);
+  EXPECT_THAT(incomplete.err, HasSubstr("environment variable MASTER_ADDR: expected it set"));
+}
+
 }  // namespace
 }  // namespace metron

@@ -35,9 +35,15 @@ class Cli : public ::testing::Test {
 
   /// Runs `metron <args>` through the shell, optionally feeding `input` on stdin.
   Outcome metron(const std::string& args, const std::string& input = "") const {
+    return metron_with_env("", args, input);
+  }
+  /// The same with environment assignments ("A=1 B=2") for the command alone.
+  Outcome metron_with_env(const std::string& env, const std::string& args,
+                          const std::string& input = "") const {
     const std::string out = (dir_ / "stdout").string();
     const std::string err = (dir_ / "stderr").string();
-    std::string command = std::string(METRON_BINARY) + " " + args + " >" + out + " 2>" + err;
+    std::string command = env + (env.empty() ? "" : " ") + std::string(METRON_BINARY) + " " + args +
+                          " >" + out + " 2>" + err;
     if (!input.empty()) {
       write_file_atomically((dir_ / "stdin").string(), input);
       command += " <" + (dir_ / "stdin").string();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <csignal>
 #include <filesystem>
 #include <map>
@@ -186,6 +187,11 @@ TEST(CpuRun, ARankKilledMidRunEndsTheOthersWithAMessage) {
   EXPECT_EQ(r.failure->kind, FailureKind::kSignal);
   EXPECT_EQ(r.failure->rank, 1);
   EXPECT_THAT(r.failure->message, HasSubstr("rank 1 was killed by signal 9"));
+  // No process survives: every worker was reaped (its pid no longer exists).
+  for (const WorkerReport& w : r.workers) {
+    EXPECT_EQ(::kill(w.pid, 0), -1) << "rank " << w.rank << " is still alive";
+    EXPECT_EQ(errno, ESRCH);
+  }
   // Within seconds, not after the 60 s timeouts.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "check_trace_command.h"
+#include "compare_command.h"
 #include "cost_command.h"
 #include "graph_command.h"
 #include "metron/base/error.h"
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
   metron::cli::add_presets_command(app);
   metron::cli::add_cost_command(app);
   metron::cli::add_check_trace_command(app);
+  metron::cli::add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

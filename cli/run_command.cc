@@ -37,9 +37,13 @@
 #include "metron/scenario/evaluation.h"
 #include "metron/scenario/step_builder.h"
 #include "metron/scenario/world_layout.h"
+#include "metron/sim/simulator.h"
 #include "metron/sim/timeline_result.h"
+#include "metron/sim/trace_export.h"
 #include "metron/timelines/kineto_trace.h"
 #include "metron/timelines/merged_trace.h"
+#include "metron/traces/chrome_trace_writer.h"
+#include "metron/traces/trace_comparison.h"
 #include "output_files.h"
 #include "scenario_flags.h"
 #include "trace_metadata.h"
@@ -59,6 +63,7 @@ struct RunFlags {
   std::string json;
   std::string trace;
   std::string trace_dir;
+  bool compare = false;
 };
 
 /// Ranks `metron run` forks at most: each is a process with its threads and its tensors on this
@@ -194,39 +199,38 @@ void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& 
   std::vector<OutputFile> files;
   if (!o.json.empty()) files.push_back({o.json, result_json(evaluation, measured, o)});
   std::vector<TraceOutput> traces;
-  if (!o.trace.empty() || !o.trace_dir.empty()) {
-    timelines::Timeline timeline = measured.timeline;
-    const sim::TraceOptions options =
-        job.from_graph_file ? sim::TraceOptions{} : scenario::trace_options(job.scenario, job.step);
-    timeline.static_memory_bytes = options.static_memory_bytes;
-    for (const sim::RankMetrics& rank : evaluation.result.ranks) {
-      std::vector<timelines::BubbleSpan>& bubbles = timeline.bubbles.emplace_back();
-      for (const sim::Bubble& b : rank.bubbles) {
-        timelines::BubbleSpan span{
-            .start_ns = b.start, .end_ns = b.end, .reason = std::string(sim::to_string(b.cause))};
-        if (b.waited_on.valid()) span.waited_on_task = b.waited_on.value();
-        bubbles.push_back(std::move(span));
-      }
+  timelines::Timeline timeline = measured.timeline;
+  const sim::TraceOptions options =
+      job.from_graph_file ? sim::TraceOptions{} : scenario::trace_options(job.scenario, job.step);
+  timeline.static_memory_bytes = options.static_memory_bytes;
+  for (const sim::RankMetrics& rank : evaluation.result.ranks) {
+    std::vector<timelines::BubbleSpan>& bubbles = timeline.bubbles.emplace_back();
+    for (const sim::Bubble& b : rank.bubbles) {
+      timelines::BubbleSpan span{
+          .start_ns = b.start, .end_ns = b.end, .reason = std::string(sim::to_string(b.cause))};
+      if (b.waited_on.valid()) span.waited_on_task = b.waited_on.value();
+      bubbles.push_back(std::move(span));
     }
-    const timelines::WorldLayout layout =
-        options.layout ? *options.layout : timelines::graph_world_layout(graph);
-    std::vector<traces::Arg> metadata =
-        job.from_graph_file ? std::vector<traces::Arg>{} : trace_metadata(job.scenario);
-    metadata.push_back({"source", std::string("measured (metron run, cpu backend)")});
-    if (!o.trace.empty()) {
-      traces.push_back({o.trace, timelines::merged_trace(graph, timeline, layout, metadata)});
+  }
+  const timelines::WorldLayout layout =
+      options.layout ? *options.layout : timelines::graph_world_layout(graph);
+  std::vector<traces::Arg> metadata =
+      job.from_graph_file ? std::vector<traces::Arg>{} : trace_metadata(job.scenario);
+  std::vector<traces::Arg> measured_metadata = metadata;
+  measured_metadata.push_back({"source", std::string("measured (metron run, cpu backend)")});
+  const traces::TraceDocument merged =
+      timelines::merged_trace(graph, timeline, layout, measured_metadata);
+  if (!o.trace.empty()) traces.push_back({o.trace, merged});
+  if (!o.trace_dir.empty()) {
+    std::vector<traces::TraceDocument> ranks =
+        timelines::rank_traces(graph, timeline, layout, measured_metadata);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      traces.push_back({(std::filesystem::path(o.trace_dir) /
+                         timelines::rank_trace_file_name(layout.world_rank[r]))
+                            .string(),
+                        std::move(ranks[r])});
     }
-    if (!o.trace_dir.empty()) {
-      std::vector<traces::TraceDocument> ranks =
-          timelines::rank_traces(graph, timeline, layout, metadata);
-      for (std::size_t r = 0; r < ranks.size(); ++r) {
-        traces.push_back({(std::filesystem::path(o.trace_dir) /
-                           timelines::rank_trace_file_name(layout.world_rank[r]))
-                              .string(),
-                          std::move(ranks[r])});
-      }
-      create_output_directory("--trace-dir", o.trace_dir);
-    }
+    create_output_directory("--trace-dir", o.trace_dir);
   }
   std::cout << "metron run: " << graph.num_ranks() << " ranks on the " << o.backend
             << " backend, median of " << measured.iteration_ns.size() << " iterations (after "
@@ -246,6 +250,21 @@ void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& 
   if (!o.trace_dir.empty()) {
     std::cout << "  per-rank traces       " << o.trace_dir << "/ (" << graph.num_ranks()
               << " files rank-N.json, for Holistic Trace Analysis)\n";
+  }
+  if (o.compare) {
+    // The prediction of the very graph that ran, through the same trace layout, so that the
+    // comparison reads both alike (Note [trace comparison]).
+    const sim::SimResult predicted = sim::simulate(
+        graph, job.step.durations,
+        {.compute_slowdown_during_comm = job.scenario.hardware.compute_slowdown_during_comm});
+    metadata.push_back({"source", std::string("predicted (metron simulate)")});
+    const std::string predicted_text =
+        traces::to_chrome_json(sim::simulation_trace(graph, predicted, metadata, options));
+    std::cout << "\npredicted (metron simulate) against measured (this run)\n"
+              << traces::compare_trace_steps(
+                     traces::read_trace_step(predicted_text, "the prediction"),
+                     traces::read_trace_step(traces::to_chrome_json(merged), "the measurement"),
+                     10);
   }
   std::cout.flush();
 }
@@ -306,6 +325,11 @@ void run(const RunFlags& o) {
         "--backend cpu");
   }
   const Job job = job_of(o);
+  if (o.compare && job.from_graph_file) {
+    throw InvalidConfig(
+        "--compare: a graph file carries no costs to predict it with; expected a "
+        "scenario (file or flags)");
+  }
   const std::int32_t ranks = job.step.graph.num_ranks();
   if (o.nproc && *o.nproc != ranks) {
     throw InvalidConfig("--nproc " + std::to_string(*o.nproc) + ": the graph has " +
@@ -413,6 +437,9 @@ void add_run_command(CLI::App& app) {
                   "write one Kineto-shaped trace per rank here, rank-<N>.json, for Holistic\n"
                   "Trace Analysis; the folder is created if missing")
       ->type_name("DIR");
+  cmd->add_flag("--compare", o->compare,
+                "predict the same graph with the simulator and print predicted against measured\n"
+                "after the run (as 'metron compare' does for two traces)");
   check_integer_options(*cmd);
   cmd->callback([o] { run(*o); });
 }

@@ -32,6 +32,10 @@ const std::string kSmallRun = "--model " + kData +
                               "flags-small-model.json --hardware cpu-local --pp 2 --dp 2 -m 2 "
                               "--schedule 1f1b --sync megatron-ddp --iterations 2 --warmup 1";
 
+const std::string kTwoRanks = "--model " + kData +
+                              "flags-small-model.json --hardware cpu-local --pp 2 -m 2 "
+                              "--iterations 1 --warmup 0";
+
 /// The keys of a JSON object, recursively through objects ("per_rank" through its first entry).
 std::set<std::string> keys(const Json& j, const std::string& prefix = "") {
   std::set<std::string> out;
@@ -77,6 +81,35 @@ TEST_F(Cli, RunExecutesAStepWithTheKeysOfSimulateAndTracesThatPassTheRules) {
   EXPECT_TRUE(std::filesystem::exists(path("ranks/rank-3.json")));
 }
 
+// The same step predicted and measured, compared as traces and as results (issue 17's
+// `metron compare`; its numbers are checked against hand computations in the traces tests).
+TEST_F(Cli, CompareSetsAPredictionAgainstAMeasurement) {
+  const std::string flags = kTwoRanks.substr(0, kTwoRanks.find(" --iterations")) +
+                            " --tp 1 --dp 1 --vp 1 --seq 128 -b 1 --no-sp --schedule 1f1b "
+                            "--sync megatron-ddp";
+  ASSERT_EQ(metron("simulate " + flags + " --full --trace " + path("p.json") + " --json " +
+                   path("pr.json"))
+                .code,
+            0);
+  const Outcome run = metron("run " + flags + " --iterations 1 --warmup 0 --compare --trace " +
+                             path("m.json") + " --json " + path("mr.json"));
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_THAT(run.out, AllOf(HasSubstr("predicted (metron simulate) against measured"),
+                             HasSubstr("duration error by task kind")));
+  const Outcome traces = metron("compare " + path("p.json") + " " + path("m.json") +
+                                " --top 3 --trace " + path("both.json"));
+  ASSERT_EQ(traces.code, 0) << traces.err;
+  EXPECT_THAT(traces.out, AllOf(HasSubstr("iteration time"), HasSubstr("rank 1\n"),
+                                HasSubstr("the 3 tasks that differ most")));
+  EXPECT_EQ(metron("check-trace " + path("both.json")).code, 0);
+  const Outcome results = metron("compare " + path("pr.json") + " " + path("mr.json"));
+  ASSERT_EQ(results.code, 0) << results.err;
+  EXPECT_THAT(results.out, AllOf(HasSubstr("iteration time"), HasSubstr("  compute_ms")));
+  const Outcome mixed = metron("compare " + path("p.json") + " " + path("mr.json"));
+  EXPECT_EQ(mixed.code, 2);
+  EXPECT_THAT(mixed.err, HasSubstr("one is a trace and one a result"));
+}
+
 TEST_F(Cli, RunRefusesBeforeStartingAnything) {
   const Outcome nproc = metron("run " + kSmallRun + " --nproc 3");
   EXPECT_EQ(nproc.code, 2);
@@ -106,10 +139,6 @@ TEST_F(Cli, RunExecutesAGraphFile) {
 }
 
 using testing::free_port;
-
-const std::string kTwoRanks = "--model " + kData +
-                              "flags-small-model.json --hardware cpu-local --pp 2 -m 2 "
-                              "--iterations 1 --warmup 0";
 
 TEST_F(Cli, TorchrunLaunchesTwoRanks) {
   if (std::system("command -v torchrun >/dev/null 2>&1") != 0) {

@@ -17,6 +17,7 @@
 #include "metron/base/temporary_file_guard.h"
 #include "plan_command.h"
 #include "presets_command.h"
+#include "profile_command.h"
 #include "run_command.h"
 #include "schedule_command.h"
 #include "simulate_command.h"
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   metron::cli::add_schedule_command(app);
   metron::cli::add_simulate_command(app);
   metron::cli::add_run_command(app);
+  metron::cli::add_profile_command(app);
   metron::cli::add_plan_command(app);
   metron::cli::add_presets_command(app);
   metron::cli::add_cost_command(app);

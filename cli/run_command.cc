@@ -77,43 +77,10 @@ struct Job {
   bool from_graph_file = false;
 };
 
-/// What `run` starts from without a scenario file (flags override it field by field): a step
-/// that takes seconds on a CPU, GPT-3 125M's layers at sequence 128 on the cpu-local preset,
-/// 1F1B over 2 ranks with 4 microbatches.
-scenario::Scenario default_run_scenario() {
-  scenario::Scenario s = scenario::default_scenario();
-  s.model = models::model_preset("gpt3-125m");
-  s.hardware = models::hardware_preset("cpu-local");
-  s.gpus.reset();
-  s.parallel = {.tp = 1, .pp = 2, .dp = 1, .microbatch_size = 1, .seq_len = 128};
-  s.parallel.num_microbatches = 4;
-  s.schedule = {.name = "1f1b"};
-  s.sync = {.policy = sync::SyncPolicy::kMegatronDdp};
-  return s;
-}
-
 bool is_graph_file(const std::string& path) {
   if (path.empty() || path == "-") return false;
   // The graph JSON form names itself in its first key (ir/json_format.h); a scenario does not.
   return read_file(path).substr(0, 4096).find("\"metron-graph\"") != std::string::npos;
-}
-
-scenario::Step step_of(const scenario::Scenario& scenario) {
-  scenario::validate(scenario);
-  if (scenario.parallel.cp > 1 || scenario.parallel.ep > 1) {
-    throw InvalidConfig(
-        "--cp/--ep: the executor runs every rank of the graph, which holds no "
-        "context- or expert-parallel peers yet; expected cp = ep = 1");
-  }
-  const std::int64_t ranks = scenario.parallel.tp * scenario.parallel.pp * scenario.parallel.dp;
-  if (ranks > kMaxLocalRanks) {
-    throw InvalidConfig("the scenario has " + std::to_string(ranks) +
-                        " ranks (tp·pp·dp); `metron run` executes at most " +
-                        std::to_string(kMaxLocalRanks) +
-                        " processes on one machine: expected a smaller scenario");
-  }
-  return scenario::build_step(scenario, scenario::Replication::kFull,
-                              scenario::Payload::kOperations);
 }
 
 Job job_of(const RunFlags& o) {
@@ -126,7 +93,7 @@ Job job_of(const RunFlags& o) {
     job.from_graph_file = true;
   } else {
     job.scenario = scenario_of(o.scenario, default_run_scenario());
-    job.step = step_of(job.scenario);
+    job.step = executable_step(job.scenario);
   }
   // A graph that cannot finish under the ordering rules is refused before any process starts,
   // with every blocked task named (exit 2), as `graph check` and `simulate` refuse it: Gloo would
@@ -392,6 +359,36 @@ void run(const RunFlags& o) {
 }
 
 }  // namespace
+
+scenario::Scenario default_run_scenario() {
+  scenario::Scenario s = scenario::default_scenario();
+  s.model = models::model_preset("gpt3-125m");
+  s.hardware = models::hardware_preset("cpu-local");
+  s.gpus.reset();
+  s.parallel = {.tp = 1, .pp = 2, .dp = 1, .microbatch_size = 1, .seq_len = 128};
+  s.parallel.num_microbatches = 4;
+  s.schedule = {.name = "1f1b"};
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDdp};
+  return s;
+}
+
+scenario::Step executable_step(const scenario::Scenario& scenario) {
+  scenario::validate(scenario);
+  if (scenario.parallel.cp > 1 || scenario.parallel.ep > 1) {
+    throw InvalidConfig(
+        "--cp/--ep: the executor runs every rank of the graph, which holds no "
+        "context- or expert-parallel peers yet; expected cp = ep = 1");
+  }
+  const std::int64_t ranks = scenario.parallel.tp * scenario.parallel.pp * scenario.parallel.dp;
+  if (ranks > kMaxLocalRanks) {
+    throw InvalidConfig("the scenario has " + std::to_string(ranks) +
+                        " ranks (tp·pp·dp); `metron run` executes at most " +
+                        std::to_string(kMaxLocalRanks) +
+                        " processes on one machine: expected a smaller scenario");
+  }
+  return scenario::build_step(scenario, scenario::Replication::kFull,
+                              scenario::Payload::kOperations);
+}
 
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunFlags>();

@@ -4,7 +4,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include "metron/scenario/scenario.h"
+#include "metron/scenario/step_builder.h"
+
 namespace metron::cli {
+
+/// What `run` and `profile` start from without a scenario file (flags override it field by
+/// field): a step that takes seconds on a CPU, GPT-3 125M's layers at sequence 128 on the
+/// cpu-local preset, 1F1B over 2 ranks with 4 microbatches.
+scenario::Scenario default_run_scenario();
+
+/// The step the executor runs for `scenario`: every rank in the graph (tp·pp·dp processes) and
+/// the operations of every compute task. Throws InvalidConfig for what cannot run here (context
+/// or expert parallelism, more ranks than one machine takes) and what build_step throws.
+scenario::Step executable_step(const scenario::Scenario& scenario);
 
 /// Adds the `run` subcommand to `app`.
 void add_run_command(CLI::App& app);

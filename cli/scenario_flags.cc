@@ -37,6 +37,9 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
   cmd.add_option("--p2p", o.p2p, "batched (Megatron's default) or async")
       ->check(CLI::IsMember({"batched", "async"}));
   add_sync_flags(cmd, o.sync);
+  cmd.add_option("--profile", o.profile,
+                 "cost-profile JSON ('metron profile' writes one) whose measured times replace\n"
+                 "the cost models' entry by entry");
 }
 
 scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario& base) {
@@ -95,6 +98,7 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
     s.schedule.p2p = *o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync;
   }
   s.sync = apply_sync_flags(o.sync, s.sync);
+  if (o.profile) s.profile = load_profile(*o.profile);
   return s;
 }
 

@@ -28,6 +28,7 @@ struct ScenarioFlags {
   std::optional<std::int32_t> group_size, memory_limit;
   std::optional<std::string> p2p;
   SyncFlags sync;
+  std::optional<std::string> profile;
 };
 
 /// Adds the scenario positional argument and the flags to `cmd`.

@@ -61,7 +61,8 @@ ScheduleChoice read_schedule(const Json& v) {
 
 Scenario read_scenario(const Json& root, const std::string& source) {
   require_known_keys(root, "",
-                     {"model", "hardware", "gpus", "parallel", "schedule", "sync", "costs"});
+                     {"model", "hardware", "gpus", "parallel", "schedule", "sync", "costs",
+                      "profile"});
   Scenario s;
   s.hardware = models::hardware_preset("dgx-h100");
   if (root.contains("model") && !root["model"].is_null()) {
@@ -97,6 +98,14 @@ Scenario read_scenario(const Json& root, const std::string& source) {
                                             &diagnostics);
     if (diagnostics.count("unknown_key") > 0) {
       throw ParseError(source, 0, 0, diagnostics.messages().front());
+    }
+  }
+  if (root.contains("profile") && !root["profile"].is_null()) {
+    Diagnostics diagnostics;
+    s.profile = models::cost_profile_from_json(root["profile"].dump(), source + ": profile",
+                                               &diagnostics);
+    if (diagnostics.count("unknown_key") > 0) {
+      throw ParseError(source, 0, 0, "profile: " + diagnostics.messages().front());
     }
   }
   return s;
@@ -179,6 +188,7 @@ std::string to_json(const Scenario& s) {
   out["schedule"] = schedule;
   out["sync"] = detail::write_sync(s.sync);
   out["costs"] = s.costs ? Json::parse(models::to_json(*s.costs)) : Json(nullptr);
+  if (s.profile) out["profile"] = Json::parse(models::to_json(*s.profile));
   return out.dump(2) + "\n";
 }
 

@@ -241,8 +241,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
 
   // Stage times: explicit, or from the models.
   std::optional<models::ComputeModel> compute;
-  const models::CommModel comm(s.hardware);
-  if (s.model) compute.emplace(s.hardware, s.model->dtype);
+  const models::CostProfile* profile = s.profile ? &*s.profile : nullptr;
+  const models::CommModel comm(s.hardware, profile);
+  if (s.model) compute.emplace(s.hardware, s.model->dtype, profile);
   Step step;
   if (s.costs) {
     step.costs = *s.costs;

@@ -6,9 +6,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 
 #include "metron/base/file_io.h"
@@ -108,6 +111,58 @@ TEST_F(Cli, CompareSetsAPredictionAgainstAMeasurement) {
   const Outcome mixed = metron("compare " + path("p.json") + " " + path("mr.json"));
   EXPECT_EQ(mixed.code, 2);
   EXPECT_THAT(mixed.err, HasSubstr("one is a trace and one a result"));
+}
+
+/// Every "profile_key" in a JSON document.
+void profile_keys(const Json& j, std::set<std::string>& out) {
+  if (j.is_object()) {
+    if (j.contains("profile_key")) out.insert(j["profile_key"].get<std::string>());
+    for (const auto& [key, value] : j.items()) profile_keys(value, out);
+  } else if (j.is_array()) {
+    for (const Json& value : j) profile_keys(value, out);
+  }
+}
+
+// `metron profile` measures exactly the step's distinct operations: those `metron cost --ops`
+// lists for the model's layer, embedding and head, plus each pipeline rank's optimizer step
+// (its Adam over that rank's parameters); and `simulate --profile` prices with them.
+TEST_F(Cli, ProfileMeasuresTheStepsDistinctOperations) {
+  const std::string model =
+      "--model " + kData + "flags-small-model.json --hardware cpu-local --tp 1 --seq 128 -b 1";
+  const Outcome profile = metron("profile " + model +
+                                 " --pp 2 --dp 1 --vp 1 -m 2 --schedule 1f1b --repetitions 1 "
+                                 "--warmup 0 -o " +
+                                 path("profile.json"));
+  ASSERT_EQ(profile.code, 0) << profile.err;
+  std::set<std::string> measured;
+  const Json written = Json::parse(read_file(path("profile.json")));
+  for (const Json& e : written["compute"]) {
+    EXPECT_GE(e["time_ms"].get<double>(), 0);
+    measured.insert(e["key"].get<std::string>());
+  }
+  const Outcome cost = metron("cost " + model + " --pp 2 --ops --json");
+  ASSERT_EQ(cost.code, 0) << cost.err;
+  std::set<std::string> listed;
+  profile_keys(Json::parse(cost.out), listed);
+  std::set<std::string> extra;
+  std::set_difference(measured.begin(), measured.end(), listed.begin(), listed.end(),
+                      std::inserter(extra, extra.end()));
+  EXPECT_TRUE(std::includes(measured.begin(), measured.end(), listed.begin(), listed.end()))
+      << listed.size() << " listed, " << measured.size() << " measured";
+  ASSERT_EQ(extra.size(), 2U);  // one Adam per pipeline rank (their parameter counts differ)
+  for (const std::string& k : extra) EXPECT_THAT(k, StartsWith("elementwise:adam:"));
+  const std::string flags = model + " --pp 2 --dp 1 --vp 1 -m 2 --schedule 1f1b --no-sp";
+  const Outcome plain = metron("simulate " + flags + " --json " + path("a.json"));
+  const Outcome priced = metron("simulate " + flags + " --profile " + path("profile.json") +
+                                " --json " + path("b.json") + " --save-scenario " + path("s.json"));
+  ASSERT_EQ(priced.code, 0) << priced.err;
+  EXPECT_NE(Json::parse(read_file(path("a.json")))["iteration_time_ms"],
+            Json::parse(read_file(path("b.json")))["iteration_time_ms"]);
+  // The scenario keeps the profile: it predicts the same again.
+  const Outcome again = metron("simulate " + path("s.json") + " --json " + path("c.json"));
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(Json::parse(read_file(path("b.json")))["iteration_time_ms"],
+            Json::parse(read_file(path("c.json")))["iteration_time_ms"]);
 }
 
 TEST_F(Cli, RunRefusesBeforeStartingAnything) {

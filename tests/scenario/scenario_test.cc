@@ -26,6 +26,29 @@ TEST(Scenario, DefaultRoundTripsWithPresetsWrittenByName) {
   EXPECT_NO_THROW(validate(s));
 }
 
+TEST(Scenario, AMeasuredProfileRoundTripsAndATypoInItIsNamed) {
+  const std::string text = R"({
+    "model": "gpt3-125m", "parallel": {"pp": 2, "num_microbatches": 4},
+    "profile": {"hardware": "here", "compute": [{"key": "gemm:1x2x3", "dtype": "bf16",
+                                                  "time_ms": 0.5}]}})";
+  const Scenario s = scenario_from_json(text, "s.json");
+  ASSERT_TRUE(s.profile.has_value());
+  EXPECT_EQ(s.profile->compute("gemm:1x2x3", models::Precision::kBf16), 0.5e-3);
+  EXPECT_EQ(scenario_from_json(to_json(s), "back.json"), s);
+  EXPECT_THROW(
+      {
+        try {
+          static_cast<void>(scenario_from_json(
+              R"({"parallel": {"pp": 1}, "profile": {"compute": [], "colectives": []}})",
+              "typo.json"));
+        } catch (const ParseError& e) {
+          EXPECT_THAT(e.what(), HasSubstr("colectives"));
+          throw;
+        }
+      },
+      ParseError);
+}
+
 TEST(Scenario, SpecsThatAreNoPresetAndCostsRoundTripInFull) {
   const std::string text = R"({
     "model": {"name": "mine", "layers": 4, "hidden": 64, "heads": 4, "vocab": 100, "seq_len": 32},

@@ -104,6 +104,46 @@ TEST(TaskOperations, PricedOneByOneTheyTakeTheTasksDuration) {
   }
 }
 
+/// The key models::OpCost::profile_key() gives an operation, spelt out here from its format.
+std::string key_of(const ir::Operation& o) {
+  const std::string mnk =
+      std::to_string(o.m) + "x" + std::to_string(o.n) + "x" + std::to_string(o.k);
+  if (o.kind == ir::OperationKind::kGemm) return "gemm:" + mnk;
+  if (o.kind == ir::OperationKind::kBatchedGemm) {
+    return "batched-gemm:" + std::to_string(o.batch) + "x" + mnk;
+  }
+  return "elementwise:" + o.name + ":" + std::to_string(o.m);
+}
+
+TEST(TaskOperations, AProfileIsChargedExactlyForTheOperationsItLists) {
+  // A profile that says every operation takes 1 µs, whatever it is: each compute task then
+  // lasts 1 µs per operation repetition (count), exactly, since nothing is left to the roofline.
+  Scenario s = gpt_125m("1f1b", 1);
+  const Step plain = build_step(s, Replication::kSymmetric, Payload::kOperations);
+  models::CostProfile profile;
+  for (const ir::Task& t : plain.graph.tasks()) {
+    if (const auto* c = std::get_if<ir::Compute>(&t.op)) {
+      for (const ir::Operation& o : c->operations)
+        profile.set_compute(key_of(o), s.model->dtype, 1e-6);
+    }
+  }
+  s.profile = profile;
+  const Step profiled = build_step(s, Replication::kSymmetric, Payload::kOperations);
+  int checked = 0;
+  for (std::int32_t i = 0; i < profiled.graph.num_tasks(); ++i) {
+    const auto* c = std::get_if<ir::Compute>(&profiled.graph.task(ir::TaskId{i}).op);
+    if (c == nullptr || c->operations.empty()) continue;
+    std::int64_t repetitions = 0;
+    for (const ir::Operation& o : c->operations) repetitions += o.count;
+    EXPECT_EQ(profiled.durations[static_cast<std::size_t>(i)], repetitions * 1000)
+        << "task " << i << " phase " << ir::to_string(c->phase);
+    EXPECT_NE(profiled.durations[static_cast<std::size_t>(i)],
+              plain.durations[static_cast<std::size_t>(i)]);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
 TEST(TaskOperations, OnlyAskedForAndNeverWithExplicitCosts) {
   const Step simulated = build_step(gpt_125m("1f1b", 1));
   for (const ir::Task& t : simulated.graph.tasks()) {

@@ -9,7 +9,8 @@
 //    "schedule": {"name": "interleaved-1f1b", "group_size": 16, "p2p": "batched",
 //                 "memory_limit": null},
 //    "sync": {"policy": "megatron-distopt", "overlap_grad_reduce": true, ...},
-//    "costs": null or {"F": [...], "I": [...], "W": [...], "B": [...], "p2p": 0.6}}
+//    "costs": null or {"F": [...], "I": [...], "W": [...], "B": [...], "p2p": 0.6},
+//    "profile": null or {a cost profile, cost_profile.h: "compute", "collectives", "p2p"}}
 //
 // Every key but "parallel" is optional: hardware defaults to dgx-h100, schedule to 1f1b, sync to
 // ddp, gpus to tp·pp·dp·cp. "costs" (milliseconds per stage, stage_costs.h) replaces the model's
@@ -17,8 +18,9 @@
 // is "batched" (Megatron's blocking exchanges; the default for 1f1b and the interleaved
 // schedules) or "async" (isend/irecv posted ahead; the default for the others). "sync" holds the
 // data-parallel policy (schedules/sync_policy.h: "policy" plus any SyncOptions knob under its own
-// name, e.g. "bucket_size", "overlap_grad_reduce", "iteration": "warmup"). Unknown keys anywhere
-// are errors that name them: a typo must not be silently ignored.
+// name, e.g. "bucket_size", "overlap_grad_reduce", "iteration": "warmup"). "profile" holds
+// measured costs (`metron profile` writes them) that replace the cost models' times entry by
+// entry. Unknown keys anywhere are errors that name them: a typo must not be silently ignored.
 
 #include <cstdint>
 #include <optional>
@@ -26,6 +28,7 @@
 #include <string_view>
 
 #include "metron/lowering/lowering.h"
+#include "metron/models/cost_profile.h"
 #include "metron/models/hardware_spec.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/model_spec.h"
@@ -52,6 +55,7 @@ struct Scenario {
   ScheduleChoice schedule;
   sync::SyncOptions sync;
   std::optional<models::StageCosts> costs;  ///< seconds
+  std::optional<models::CostProfile> profile;  ///< measured costs over the models' own
   friend bool operator==(const Scenario&, const Scenario&) = default;
 };
 

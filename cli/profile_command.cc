@@ -1,0 +1,159 @@
+// `metron profile` (issue 17, first part): every distinct compute operation of the step that
+// `metron run` would execute, timed on the CPU backend's own payload (TorchCompute: the same
+// libtorch, BLAS and threads), written as a cost profile. Note [profiling compute]:
+//   - An operation is what ir::Operation describes and models::OpCost prices; its profile key
+//     is OpCost::profile_key()'s ("gemm:MxNxK", "batched-gemm:BxMxNxK", "elementwise:NAME:N") at
+//     the dtype the graph gives it, so the cost model finds the measured time for exactly the op
+//     it would have priced (and prices everything else as before).
+//   - One repetition is timed at a time (count 1), `--warmup` untimed first, then the median of
+//     `--repetitions`: the cost model charges an op once per layer.
+//   - Collectives and transfers are not measured yet: the profile leaves them to the
+//     communication model.
+
+#include "profile_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "integer_flags.h"
+#include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/exec/torch_compute.h"
+#include "metron/models/cost_profile.h"
+#include "metron/models/model_spec.h"
+#include "output_files.h"
+#include "run_command.h"
+#include "scenario_flags.h"
+
+namespace metron::cli {
+namespace {
+
+struct ProfileFlags {
+  ScenarioFlags scenario;
+  std::string output;
+  std::string backend = "cpu";
+  std::int32_t repetitions = 5;
+  std::int32_t warmup = 1;
+  std::int32_t threads = 1;
+};
+
+/// The profile key of an operation, as models::OpCost::profile_key() spells it.
+std::string profile_key(const ir::Operation& op) {
+  const std::string mnk = fmt::format("{}x{}x{}", op.m, op.n, op.k);
+  switch (op.kind) {
+    case ir::OperationKind::kGemm:
+      return "gemm:" + mnk;
+    case ir::OperationKind::kBatchedGemm:
+      return fmt::format("batched-gemm:{}x{}", op.batch, mnk);
+    case ir::OperationKind::kElementwise:
+      break;
+  }
+  return fmt::format("elementwise:{}:{}", op.name, op.m);
+}
+
+/// Every distinct operation of the graph's compute tasks, by (key, precision), once each.
+std::map<std::pair<std::string, models::Precision>, ir::Operation> distinct_operations(
+    const ir::Graph& graph) {
+  std::map<std::pair<std::string, models::Precision>, ir::Operation> out;
+  for (const ir::Task& task : graph.tasks()) {
+    const auto* compute = std::get_if<ir::Compute>(&task.op);
+    if (compute == nullptr) continue;
+    for (ir::Operation op : compute->operations) {
+      const std::optional<models::Precision> precision =
+          models::parse_precision(ir::to_string(op.dtype));
+      if (!precision) continue;  // integer data is never a priced op
+      op.count = 1;
+      out.emplace(std::pair{profile_key(op), *precision}, std::move(op));
+    }
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void run(const ProfileFlags& o) {
+  check_distinct_outputs({{"--output", o.output}});
+  if (o.backend == "cuda") {
+    throw InvalidConfig(
+        "--backend cuda: the CUDA backend is not built yet (issue 19); expected "
+        "--backend cpu");
+  }
+  const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
+  const scenario::Step step = executable_step(scenario);
+  const auto ops = distinct_operations(step.graph);
+  if (ops.empty()) {
+    throw InvalidConfig(
+        "the step's compute tasks list no operations (a scenario with explicit "
+        "costs); expected a model to profile");
+  }
+  models::CostProfile profile;
+  profile.hardware = scenario.hardware.name + " (measured by metron profile on the " + o.backend +
+                     " backend, " + std::string(exec::TorchCompute::compute_dtype_name()) + ")";
+  exec::TorchCompute compute({.intra_op_threads = o.threads});
+  std::size_t done = 0;
+  for (const auto& [key, op] : ops) {
+    const ir::Compute task{.operations = {op}};
+    compute.prepare(task);
+    for (std::int32_t i = 0; i < o.warmup; ++i) compute.run(task);
+    std::vector<double> seconds;
+    for (std::int32_t i = 0; i < o.repetitions; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      compute.run(task);
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    const double time = median(seconds);
+    profile.set_compute(key.first, key.second, time);
+    std::cerr << fmt::format("metron profile: [{}/{}] {} {}: {:.3f} ms\n", ++done, ops.size(),
+                             key.first, models::to_string(key.second), time * 1e3);
+  }
+  write_outputs({{o.output, models::to_json(profile)}}, {});
+  std::cout << "metron profile: " << ops.size() << " compute operations measured on the "
+            << o.backend << " backend (median of " << o.repetitions << ") -> " << o.output
+            << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto o = std::make_shared<ProfileFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile",
+      "Measure what a step is made of on the executor's backend and write a cost profile:\n"
+      "every distinct compute operation of the step 'metron run' would execute (each GEMM\n"
+      "shape, batched GEMM and element-wise op, as 'metron cost --ops' lists them), timed with\n"
+      "the CPU backend's own libtorch payload, the median of --repetitions after --warmup.\n"
+      "'metron simulate --profile FILE' (and run, cost) then price those ops with the measured\n"
+      "times and everything else as before. Collectives and transfers are not measured yet.\n"
+      "Takes the scenario flags of 'metron run', from the same default.");
+  add_scenario_flags(*cmd, o->scenario);
+  cmd->add_option("-o,--output", o->output, "the cost-profile JSON to write")->required();
+  cmd->add_option("--backend", o->backend, "cpu (cuda comes with its issue)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--repetitions", o->repetitions, "timed runs per operation (median)")
+      ->check(integer_in(1, 1000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "untimed runs per operation first")
+      ->check(integer_in(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--threads", o->threads, "libtorch threads")
+      ->check(integer_in(1, 256))
+      ->capture_default_str();
+  check_integer_options(*cmd);
+  cmd->callback([o] { run(*o); });
+}
+
+}  // namespace metron::cli

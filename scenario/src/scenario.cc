@@ -60,9 +60,8 @@ ScheduleChoice read_schedule(const Json& v) {
 }
 
 Scenario read_scenario(const Json& root, const std::string& source) {
-  require_known_keys(root, "",
-                     {"model", "hardware", "gpus", "parallel", "schedule", "sync", "costs",
-                      "profile"});
+  require_known_keys(
+      root, "", {"model", "hardware", "gpus", "parallel", "schedule", "sync", "costs", "profile"});
   Scenario s;
   s.hardware = models::hardware_preset("dgx-h100");
   if (root.contains("model") && !root["model"].is_null()) {
@@ -102,8 +101,8 @@ Scenario read_scenario(const Json& root, const std::string& source) {
   }
   if (root.contains("profile") && !root["profile"].is_null()) {
     Diagnostics diagnostics;
-    s.profile = models::cost_profile_from_json(root["profile"].dump(), source + ": profile",
-                                               &diagnostics);
+    s.profile =
+        models::cost_profile_from_json(root["profile"].dump(), source + ": profile", &diagnostics);
     if (diagnostics.count("unknown_key") > 0) {
       throw ParseError(source, 0, 0, "profile: " + diagnostics.messages().front());
     }

@@ -54,7 +54,7 @@ struct Scenario {
   models::ParallelSpec parallel;
   ScheduleChoice schedule;
   sync::SyncOptions sync;
-  std::optional<models::StageCosts> costs;  ///< seconds
+  std::optional<models::StageCosts> costs;     ///< seconds
   std::optional<models::CostProfile> profile;  ///< measured costs over the models' own
   friend bool operator==(const Scenario&, const Scenario&) = default;
 };

@@ -28,6 +28,7 @@
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/exec/torch_compute.h"
+#include "metron/models/compute_cost.h"
 #include "metron/models/cost_profile.h"
 #include "metron/models/model_spec.h"
 #include "output_files.h"
@@ -46,18 +47,13 @@ struct ProfileFlags {
   std::int32_t threads = 1;
 };
 
-/// The profile key of an operation, as models::OpCost::profile_key() spells it.
+/// The key the cost model stores an operation's measured time under: the operation as the
+/// OpCost it was made from, so that the key's format has one owner (OpCost::profile_key).
 std::string profile_key(const ir::Operation& op) {
-  const std::string mnk = fmt::format("{}x{}x{}", op.m, op.n, op.k);
-  switch (op.kind) {
-    case ir::OperationKind::kGemm:
-      return "gemm:" + mnk;
-    case ir::OperationKind::kBatchedGemm:
-      return fmt::format("batched-gemm:{}x{}", op.batch, mnk);
-    case ir::OperationKind::kElementwise:
-      break;
-  }
-  return fmt::format("elementwise:{}:{}", op.name, op.m);
+  models::OpCost cost{.name = op.name, .m = op.m, .n = op.n, .k = op.k, .batch = op.batch};
+  if (op.kind == ir::OperationKind::kGemm) cost.kind = models::OpKind::kGemm;
+  if (op.kind == ir::OperationKind::kBatchedGemm) cost.kind = models::OpKind::kBatchedGemm;
+  return cost.profile_key();
 }
 
 /// Every distinct operation of the graph's compute tasks, by (key, precision), once each.

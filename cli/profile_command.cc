@@ -19,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <variant>
@@ -56,19 +57,33 @@ std::string profile_key(const ir::Operation& op) {
   return cost.profile_key();
 }
 
-/// Every distinct operation of the graph's compute tasks, by (key, precision), once each.
-std::map<std::pair<std::string, models::Precision>, ir::Operation> distinct_operations(
-    const ir::Graph& graph) {
-  std::map<std::pair<std::string, models::Precision>, ir::Operation> out;
-  for (const ir::Task& task : graph.tasks()) {
-    const auto* compute = std::get_if<ir::Compute>(&task.op);
-    if (compute == nullptr) continue;
-    for (ir::Operation op : compute->operations) {
-      const std::optional<models::Precision> precision =
-          models::parse_precision(ir::to_string(op.dtype));
-      if (!precision) continue;  // integer data is never a priced op
-      op.count = 1;
-      out.emplace(std::pair{profile_key(op), *precision}, std::move(op));
+/// One operation as the profile times it: its key, its precision, and the operation as its
+/// task runs it (with the task's count, so a run repeats it as the executor does).
+struct TimedOperation {
+  std::pair<std::string, models::Precision> key;
+  ir::Operation op;
+};
+
+/// The distinct operation lists of the graph's compute tasks, rank by rank in issue order, each
+/// with its priced operations (Note [profiling compute]).
+std::vector<std::vector<TimedOperation>> distinct_task_operations(const ir::Graph& graph) {
+  std::vector<std::vector<TimedOperation>> out;
+  std::set<std::vector<std::pair<std::string, std::int32_t>>> seen;  // (key, count) per op
+  for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
+    for (const ir::TaskId id : graph.issue_order(ir::RankId{r})) {
+      const auto* compute = std::get_if<ir::Compute>(&graph.task(id).op);
+      if (compute == nullptr) continue;
+      std::vector<TimedOperation> ops;
+      std::vector<std::pair<std::string, std::int32_t>> signature;
+      for (const ir::Operation& op : compute->operations) {
+        const std::optional<models::Precision> precision =
+            models::parse_precision(ir::to_string(op.dtype));
+        if (!precision) continue;  // integer data is never a priced op
+        ops.push_back({{profile_key(op), *precision}, op});
+        signature.emplace_back(
+            ops.back().key.first + ":" + std::string(models::to_string(*precision)), op.count);
+      }
+      if (!ops.empty() && seen.insert(std::move(signature)).second) out.push_back(std::move(ops));
     }
   }
   return out;
@@ -88,8 +103,8 @@ void run(const ProfileFlags& o) {
   }
   const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
   const scenario::Step step = executable_step(scenario);
-  const auto ops = distinct_operations(step.graph);
-  if (ops.empty()) {
+  const auto tasks = distinct_task_operations(step.graph);
+  if (tasks.empty()) {
     throw InvalidConfig(
         "the step's compute tasks list no operations (a scenario with explicit "
         "costs); expected a model to profile");
@@ -98,23 +113,32 @@ void run(const ProfileFlags& o) {
   profile.hardware = scenario.hardware.name + " (measured by metron profile on the " + o.backend +
                      " backend, " + std::string(exec::TorchCompute::compute_dtype_name()) + ")";
   exec::TorchCompute compute({.intra_op_threads = o.threads});
-  std::size_t done = 0;
-  for (const auto& [key, op] : ops) {
-    const ir::Compute task{.operations = {op}};
-    compute.prepare(task);
-    for (std::int32_t i = 0; i < o.warmup; ++i) compute.run(task);
-    std::vector<double> seconds;
-    for (std::int32_t i = 0; i < o.repetitions; ++i) {
-      const auto start = std::chrono::steady_clock::now();
-      compute.run(task);
-      seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  for (const auto& ops : tasks) {
+    for (const TimedOperation& t : ops) compute.prepare(ir::Compute{.operations = {t.op}});
+  }
+  std::map<std::pair<std::string, models::Precision>, std::vector<double>> samples;
+  for (std::int32_t rep = -o.warmup; rep < o.repetitions; ++rep) {
+    for (const auto& ops : tasks) {
+      for (const TimedOperation& t : ops) {
+        const ir::Compute one{.operations = {t.op}};
+        const auto start = std::chrono::steady_clock::now();
+        compute.run(one);
+        const double seconds =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (rep >= 0) samples[t.key].push_back(seconds / t.op.count);
+      }
     }
+    if (rep >= 0) {
+      std::cerr << fmt::format("metron profile: repetition {}/{} done\n", rep + 1, o.repetitions);
+    }
+  }
+  for (const auto& [key, seconds] : samples) {
     const double time = median(seconds);
     profile.set_compute(key.first, key.second, time);
-    std::cerr << fmt::format("metron profile: [{}/{}] {} {}: {:.3f} ms\n", ++done, ops.size(),
-                             key.first, models::to_string(key.second), time * 1e3);
+    std::cerr << fmt::format("metron profile: {} {}: {:.3f} ms\n", key.first,
+                             models::to_string(key.second), time * 1e3);
   }
+  const auto ops = samples;
   write_outputs({{o.output, models::to_json(profile)}}, {});
   std::cout << "metron profile: " << ops.size() << " compute operations measured on the "
             << o.backend << " backend (median of " << o.repetitions << ") -> " << o.output

@@ -6,50 +6,15 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "metron/base/intervals.h"
 
 namespace metron::sim {
 namespace {
 
-using Interval = std::pair<Time, Time>;
-
-// The union of `intervals` as sorted, disjoint intervals; empty ones dropped.
-std::vector<Interval> merged(std::vector<Interval> intervals) {
-  std::erase_if(intervals, [](const Interval& i) { return i.second <= i.first; });
-  std::sort(intervals.begin(), intervals.end());
-  std::vector<Interval> out;
-  for (const Interval& i : intervals) {
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-Time length(const std::vector<Interval>& disjoint) {
-  Time sum = 0;
-  for (const auto& [a, b] : disjoint) sum += b - a;
-  return sum;
-}
-
-// Length of the part of `a` that `b` also covers (both sorted and disjoint).
-Time overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  Time sum = 0;
-  std::size_t j = 0;
-  for (const auto& [s, e] : a) {
-    while (j < b.size() && b[j].second <= s) ++j;
-    for (std::size_t k = j; k < b.size() && b[k].first < e; ++k) {
-      sum += std::min(e, b[k].second) - std::max(s, b[k].first);
-    }
-  }
-  return sum;
-}
-
 class RankResult {
  public:
   RankResult(const ir::Graph& graph, const timelines::Timeline& timeline)
-      : graph_(graph), timeline_(timeline) {}
+      : graph_(graph), timeline_(timeline), rendezvous_(rendezvous(graph, timeline)) {}
 
   RankMetrics metrics(ir::RankId rank) const {
     RankMetrics m;
@@ -61,7 +26,11 @@ class RankResult {
       const ir::Task& task = graph_.task(id);
       if (task.kind() == ir::TaskKind::kCompute) compute.emplace_back(span.start_ns, span.end_ns);
       if (task.is_communication()) {
-        comm.emplace_back(span.start_ns, span.end_ns);
+        const std::int32_t instance = graph_.comm_instance(id);
+        const Time from =
+            instance < 0 ? span.start_ns
+                         : std::max(span.start_ns, rendezvous_[static_cast<std::size_t>(instance)]);
+        comm.emplace_back(from, span.end_ns);
         if (const auto* c = std::get_if<ir::Collective>(&task.op))
           m.bytes_sent[c->group] += c->bytes;
         if (const auto* s = std::get_if<ir::Send>(&task.op))
@@ -146,8 +115,22 @@ class RankResult {
     return {BubbleCause::kOther, ir::TaskId{}};
   }
 
+  // Note [timeline metrics]: each communication instance's rendezvous, the latest start of
+  // its members that ran (-1 when none did).
+  static std::vector<Time> rendezvous(const ir::Graph& graph, const timelines::Timeline& timeline) {
+    std::vector<Time> out(static_cast<std::size_t>(graph.num_comm_instances()), -1);
+    for (std::int32_t i = 0; i < graph.num_comm_instances(); ++i) {
+      for (const ir::TaskId member : graph.comm_members(i)) {
+        out[static_cast<std::size_t>(i)] =
+            std::max(out[static_cast<std::size_t>(i)], timeline.tasks[member.index()].start_ns);
+      }
+    }
+    return out;
+  }
+
   const ir::Graph& graph_;
   const timelines::Timeline& timeline_;
+  std::vector<Time> rendezvous_;
 };
 
 }  // namespace

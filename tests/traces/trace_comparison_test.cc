@@ -72,6 +72,24 @@ TEST(TraceComparison, ReadsTheFiguresOfAMergedTrace) {
   EXPECT_EQ(step.tasks[1].kind, "recv");
 }
 
+// Note [trace comparison]: with args.comm_instance, the receive posted at 12 µs counts from its
+// send's start at 25 µs: 5 µs of communication, and 13 µs less of it exposed on rank 0.
+TEST(TraceComparison, CountsCommunicationFromTheRendezvous) {
+  std::string text = trace(1.0);
+  for (const char* name : {"RECV_B0 mb=0 <-r1", "SEND_B0 mb=0 ->r0"}) {
+    const std::size_t at = text.find("{\"task\":", text.find(name));
+    ASSERT_NE(at, std::string::npos);
+    text.insert(at + 1, "\"comm_instance\":0,");
+  }
+  const TraceStep step = read_trace_step(text, "t.json");
+  EXPECT_EQ(step.ranks.at(0).comm_ns, 5'000);
+  EXPECT_EQ(step.ranks.at(0).comm_exposed_ns, 5'000);
+  EXPECT_EQ(step.ranks.at(1).comm_ns, 10'000);
+  EXPECT_EQ(step.tasks[1].start_ns, 25'000);
+  EXPECT_EQ(step.tasks[1].duration_ns, 5'000);
+  EXPECT_EQ(step.tasks[4].duration_ns, 10'000);
+}
+
 TEST(TraceComparison, NamesTheKindOfEveryTaskSlice) {
   EXPECT_EQ(task_kind("F12 mb=12 chunk=1"), "F");
   EXPECT_EQ(task_kind("W3 mb=3 chunk=0"), "W");

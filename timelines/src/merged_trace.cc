@@ -66,6 +66,9 @@ traces::TraceDocument merged_trace(const ir::Graph& graph, const Timeline& timel
                         .duration_ns = span.end_ns - span.start_ns};
     detail::add_task_args(slice.args, t.rank.value(), t, id);
     if (t.stream.valid()) slice.args.push_back({"stream", slice.tid});
+    // Which members meet: compare counts communication from their rendezvous.
+    if (t.is_communication())
+      slice.args.push_back({"comm_instance", std::int64_t{graph.comm_instance(id)}});
     if (const auto* c = std::get_if<ir::Compute>(&t.op)) {
       if (c->flops > 0) slice.args.push_back({"flops", c->flops});
       if (c->bytes_moved > 0) slice.args.push_back({"bytes", c->bytes_moved});

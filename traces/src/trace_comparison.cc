@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "metron/base/error.h"
+#include "metron/base/intervals.h"
 #include "metron/base/json_parse.h"
 #include "trace_values.h"
 
@@ -17,7 +18,6 @@ namespace metron::traces {
 namespace {
 
 using detail::Json;
-using Interval = std::pair<std::int64_t, std::int64_t>;
 
 Json parse(std::string_view text, const std::string& source) {
   const Json doc = parse_json_document<Json>(text, source);
@@ -32,34 +32,6 @@ Json parse(std::string_view text, const std::string& source) {
 std::int64_t ns_of(const Json* us) {
   if (us == nullptr || !us->is_number()) return 0;
   return std::llround(us->get<double>() * 1000.0);
-}
-
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (i.second <= i.first) continue;
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-std::int64_t length(const std::vector<Interval>& v) {
-  std::int64_t sum = 0;
-  for (const auto& [a, b] : v) sum += b - a;
-  return sum;
-}
-
-std::int64_t overlap(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::int64_t sum = 0;
-  for (const auto& [s, e] : a) {
-    for (const auto& [t, f] : b) sum += std::max<std::int64_t>(0, std::min(e, f) - std::max(s, t));
-  }
-  return sum;
 }
 
 double error(double predicted, double measured) {
@@ -100,6 +72,13 @@ TraceStep read_trace_step(std::string_view text, const std::string& source) {
   TraceStep step;
   std::map<std::int64_t, std::vector<Interval>> compute;
   std::map<std::int64_t, std::vector<Interval>> comm;
+  struct CommTask {
+    std::int64_t pid = 0;
+    std::int64_t instance = -1;  // args.comm_instance; -1 in a trace without it
+    std::size_t task = 0;        // index into step.tasks
+  };
+  std::vector<CommTask> comm_tasks;
+  std::map<std::int64_t, std::int64_t> rendezvous;  // by instance: the latest member start
   for (const Json& e : doc["traceEvents"]) {
     const std::string ph = detail::string_member(e, "ph");
     const std::optional<std::int64_t> pid = detail::integer(detail::member(e, "pid"));
@@ -127,16 +106,29 @@ TraceStep read_trace_step(std::string_view text, const std::string& source) {
     if (!task) continue;
     step.ranks[*pid];  // a rank with tasks has figures, if only zeros
     if (cat == "compute") compute[*pid].emplace_back(start, end);
-    if (cat == "comm") comm[*pid].emplace_back(start, end);
     step.iteration_ns = std::max(step.iteration_ns, end);
     // A measured receive's nested "(data)" slice is part of its receive, not a task of its own.
     if (name.ends_with(" (data)")) continue;
+    const std::optional<std::int64_t> instance =
+        cat == "comm" ? detail::integer(detail::member(*args, "comm_instance")) : std::nullopt;
+    if (cat == "comm") {
+      comm_tasks.push_back({*pid, instance.value_or(-1), step.tasks.size()});
+      if (instance) rendezvous[*instance] = std::max(rendezvous[*instance], start);
+    }
     step.tasks.push_back({.task = *task,
                           .rank = *pid,
                           .name = name,
                           .kind = task_kind(name),
                           .start_ns = start,
                           .duration_ns = end - start});
+  }
+  // Communication counts from the rendezvous of its instance (Note [trace comparison]).
+  for (const CommTask& c : comm_tasks) {
+    TraceTask& t = step.tasks[c.task];
+    const std::int64_t end = t.start_ns + t.duration_ns;
+    if (c.instance >= 0) t.start_ns = std::max(t.start_ns, rendezvous[c.instance]);
+    t.duration_ns = end - t.start_ns;
+    comm[c.pid].emplace_back(t.start_ns, end);
   }
   if (step.tasks.empty()) {
     throw InvalidConfig(source +

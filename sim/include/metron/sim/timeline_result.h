@@ -13,9 +13,13 @@
 //     issuing it (standing for the task it waited on). A receive makes it wait_recv, a
 //     collective wait_collective, anything else other; before the first compute task it is
 //     warmup, after the last cooldown.
-//   - A measured collective's interval includes the time its member waited for the others
-//     inside the communicator; the simulator's starts at the rendezvous. So measured
-//     communication is longer where ranks arrive apart, and that is what it really cost.
+//   - A communication task counts as communication from its rendezvous, the latest start of
+//     its instance's members (a collective's group, a send and its receive), to its end. A
+//     measured receive is often posted long before its send (a blocking Gloo or NCCL call
+//     occupies its stream from the post), and a collective member waits inside the
+//     communicator for the last one to join; that wait is idle time the bubbles already count
+//     (wait_recv, wait_collective), not data moving. The simulator starts every member at the
+//     rendezvous, so both sides count the same thing and exposed communication compares.
 //   - No critical path: which task held up which is not observable in a measurement.
 
 #include "metron/ir/graph.h"

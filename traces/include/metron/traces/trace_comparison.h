@@ -10,6 +10,11 @@
 //     union of its "comm" slices, exposed comm the part of comm outside compute, idle the
 //     iteration time minus compute, bubbles the "bubble" slices by args.reason, peak memory the
 //     largest "HBM" counter value. The iteration is the latest end of any task.
+//   - A communication slice (cat "comm") counts from its rendezvous: the latest start among the
+//     slices with its args.comm_instance (a collective's members, a send and its receive), as
+//     Note [timeline metrics] (sim/timeline_result.h) counts it, so that a receive posted long
+//     before its send is idle, not communication. Its task's start and duration are the same.
+//     A trace without comm_instance counts each slice whole.
 //   - An error is (predicted − measured) / measured: positive when the prediction is too slow.
 
 #include <cstdint>

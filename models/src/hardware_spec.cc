@@ -76,6 +76,7 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   }
   check_positive(problems, "hardware_queues", spec.hardware_queues);
   check_non_negative(problems, "compute_slowdown_during_comm", spec.compute_slowdown_during_comm);
+  check_non_negative(problems, "comm_slowdown_during_compute", spec.comm_slowdown_during_compute);
   return problems;
 }
 
@@ -150,6 +151,10 @@ HardwareSpec read_spec(const Json& root, Diagnostics* diagnostics) {
     spec.compute_slowdown_during_comm =
         read_non_negative_number(*v, "compute_slowdown_during_comm");
   }
+  if (const Json* v = in.find("comm_slowdown_during_compute")) {
+    spec.comm_slowdown_during_compute =
+        read_non_negative_number(*v, "comm_slowdown_during_compute");
+  }
   in.finish();
   return spec;
 }
@@ -185,7 +190,8 @@ std::string to_json(const HardwareSpec& spec) {
         {"latency", spec.inter_node.latency},
         {"topology", spec.inter_node.topology}}},
       {"hardware_queues", spec.hardware_queues},
-      {"compute_slowdown_during_comm", spec.compute_slowdown_during_comm}};
+      {"compute_slowdown_during_comm", spec.compute_slowdown_during_comm},
+      {"comm_slowdown_during_compute", spec.comm_slowdown_during_compute}};
   return detail::dump_line(out, "hardware \"" + spec.name + "\"");
 }
 

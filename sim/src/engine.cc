@@ -57,7 +57,10 @@ Engine::Engine(const ir::Graph& graph, std::span<const Time> durations, const Si
       instances_(graph.flat_index().instances.data()),
       state_(graph),
       slowdown_factor_(1.0 + options.compute_slowdown_during_comm),
-      slowdown_(options.compute_slowdown_during_comm > 0) {
+      slowdown_(options.compute_slowdown_during_comm > 0),
+      comm_factor_(1.0 + options.comm_slowdown_during_compute),
+      comm_slowdown_(options.comm_slowdown_during_compute > 0),
+      retiming_(slowdown_ || comm_slowdown_) {
   const auto n = static_cast<std::size_t>(graph.num_tasks());
   trackers_.reserve(static_cast<std::size_t>(graph.num_ranks()));
   trackers_.resize(static_cast<std::size_t>(graph.num_ranks()));
@@ -90,6 +93,11 @@ Engine::Engine(const ir::Graph& graph, std::span<const Time> durations, const Si
     slowing_comms_.assign(trackers_.size(), 0);
     running_compute_.resize(trackers_.size());
   }
+  if (comm_slowdown_) {
+    computing_.assign(trackers_.size(), 0);
+    comms_of_rank_.resize(trackers_.size());
+    running_comm_.resize(static_cast<std::size_t>(graph.num_comm_instances()));
+  }
 }
 
 bool Engine::run() {
@@ -115,6 +123,15 @@ void Engine::start_ready() {
     // The members of an instance run together for the longest of their durations.
     Time duration = 0;
     for (const TaskId m : unit.members) duration = std::max(duration, timing_[m.index()].end);
+    if (comm_slowdown_ && duration > 0) {
+      const bool slowed = overlaps_compute(unit.instance);
+      running_comm_[static_cast<std::size_t>(unit.instance)] = {
+          .remaining = static_cast<double>(duration), .since = now_, .slowed = slowed};
+      for (const TaskId m : unit.members) {
+        comms_of_rank_[facts_[m.index()].rank.index()].push_back(unit.instance);
+      }
+      if (slowed) duration = std::llround(static_cast<double>(duration) * comm_factor_);
+    }
     for (const TaskId m : unit.members) start_task(m, duration);
   }
 }
@@ -145,6 +162,7 @@ void Engine::start_task(TaskId t, Time duration) {
         end = now_ + std::llround(static_cast<double>(duration) * slowdown_factor_);
       }
     }
+    if (comm_slowdown_ && computing_[r]++ == 0) retime_comms(r);
   } else if (duration > 0 && f.kind != TaskKind::kHostWait) {
     tracker.comm_started(now_);
     if (slowdown_ && slowing_comms_[r]++ == 0) retime(r, 1.0, slowdown_factor_);
@@ -177,13 +195,13 @@ void Engine::finish_batch() {
     const TaskId t = task_of(batch_[k]);
     // Lazy invalidation: a slowed-down task leaves its earlier end times behind in the queue.
     // Without slow-down every task has exactly one end, so every event is due.
-    if (slowdown_ && (timing_[t.index()].end != now_ || state_.state(t) != TaskState::kRunning)) {
+    if (retiming_ && (timing_[t.index()].end != now_ || state_.state(t) != TaskState::kRunning)) {
       continue;
     }
     finish_task(t);
     // Re-timing can move an end to now_ itself: it is due in this batch, in (rank, task) order
     // among the ends not completed yet.
-    if (slowdown_ && queue_.has_last_time()) {
+    if (retiming_ && queue_.has_last_time()) {
       queue_.take_last_time(batch_);
       std::sort(batch_.begin() + static_cast<std::ptrdiff_t>(k) + 1, batch_.end());
     }
@@ -209,9 +227,17 @@ void Engine::finish_task(TaskId t) {
         *it = running.back();
         running.pop_back();
       }
+      if (comm_slowdown_ && --computing_[r] == 0) retime_comms(r);
     } else {
       tracker.comm_ended(now_);
       if (slowdown_ && --slowing_comms_[r] == 0) retime(r, slowdown_factor_, 1.0);
+      if (comm_slowdown_) {
+        std::vector<std::int32_t>& running = comms_of_rank_[r];
+        const auto it = std::find(running.begin(), running.end(), f.comm_instance);
+        METRON_ASSERT(it != running.end(), "finished communication was not running");
+        *it = running.back();
+        running.pop_back();
+      }
     }
   }
   if (f.kind == TaskKind::kSend || f.kind == TaskKind::kCollective) {
@@ -235,6 +261,34 @@ void Engine::retime(std::size_t rank, double old_factor, double new_factor) {
     if (end != timing_[c.task.index()].end) {
       timing_[c.task.index()].end = end;
       push_end(c.task, end);
+    }
+  }
+}
+
+bool Engine::overlaps_compute(std::int32_t instance) const {
+  for (const TaskId m : graph_.comm_members(instance)) {
+    if (computing_[facts_[m.index()].rank.index()] > 0) return true;
+  }
+  return false;
+}
+
+void Engine::retime_comms(std::size_t rank) {
+  for (const std::int32_t instance : comms_of_rank_[rank]) {
+    RunningComm& c = running_comm_[static_cast<std::size_t>(instance)];
+    const bool slowed = overlaps_compute(instance);
+    if (slowed == c.slowed) continue;
+    const std::span<const TaskId> members = graph_.comm_members(instance);
+    // Ending now: its members complete in this batch, all at the same end.
+    if (timing_[members.front().index()].end == now_) continue;
+    const double done = static_cast<double>(now_ - c.since) / (c.slowed ? comm_factor_ : 1.0);
+    c.remaining = std::max(0.0, c.remaining - done);
+    c.since = now_;
+    c.slowed = slowed;
+    const Time end = now_ + std::llround(c.remaining * (slowed ? comm_factor_ : 1.0));
+    for (const TaskId m : members) {
+      if (timing_[m.index()].end == end) continue;
+      timing_[m.index()].end = end;
+      push_end(m, end);
     }
   }
 }

@@ -83,6 +83,13 @@ class Engine {
     Time since;        ///< when `remaining` was last brought up to date
   };
 
+  /// A communication instance running while it may be slowed down (comm slow-down only).
+  struct RunningComm {
+    double remaining = 0;  ///< work left, in nanoseconds at full speed
+    Time since = 0;        ///< when `remaining` was last brought up to date
+    bool slowed = false;   ///< whether a member's rank runs compute
+  };
+
   /// Starts every startable unit at now_, including those made startable meanwhile.
   void start_ready();
   void start_task(ir::TaskId t, Time duration);
@@ -96,6 +103,11 @@ class Engine {
   }
   /// Re-times the running compute tasks of `rank` after its slow-down factor changed.
   void retime(std::size_t rank, double old_factor, double new_factor);
+  /// Whether a compute task runs on the rank of any member of `instance`.
+  [[nodiscard]] bool overlaps_compute(std::int32_t instance) const;
+  /// Re-times the running instances with a member on `rank` whose slow-down changed because
+  /// the rank's compute started or stopped.
+  void retime_comms(std::size_t rank);
   [[nodiscard]] std::pair<BubbleCause, ir::TaskId> gap_cause(ir::TaskId t) const;
   [[nodiscard]] std::vector<ir::TaskId> critical_path() const;
 
@@ -107,6 +119,9 @@ class Engine {
   ir::OrderingState state_;
   double slowdown_factor_;  ///< 1 + compute_slowdown_during_comm
   bool slowdown_;           ///< whether the factor differs from 1 at all
+  double comm_factor_;      ///< 1 + comm_slowdown_during_compute
+  bool comm_slowdown_;      ///< whether that factor differs from 1
+  bool retiming_;           ///< either slow-down: ends may move, stale ones stay queued
 
   // Per task. A task was reported to its rank's tracker (it has a positive duration and is not
   // a HostWait) exactly when its end is later than its start: see finish_task. What set its
@@ -123,6 +138,10 @@ class Engine {
   std::vector<std::pair<Time, std::int64_t>> memory_points_;
   std::vector<std::int32_t> slowing_comms_;  ///< running communication tasks (slow-down only)
   std::vector<std::vector<RunningCompute>> running_compute_;  ///< slow-down only
+  std::vector<std::int32_t> computing_;  ///< running compute tasks (comm slow-down only)
+  /// Running instances with a member on the rank (comm slow-down only).
+  std::vector<std::vector<std::int32_t>> comms_of_rank_;
+  std::vector<RunningComm> running_comm_;  ///< by instance (comm slow-down only)
 
   Time now_ = 0;
   EndQueue queue_;

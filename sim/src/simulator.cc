@@ -20,7 +20,7 @@ namespace {
 constexpr std::size_t kMaxNamedProblems = 10;
 
 /// Note [input limits]: a makespan is at most the sum of every duration, each stretched by at
-/// most 1 + compute_slowdown_during_comm; refusing sums above the limit keeps every time the
+/// most 1 + the larger slow-down; refusing sums above the limit keeps every time the
 /// engine computes inside int64 nanoseconds.
 void check_total(std::span<const Time> durations, double slowdown) {
   const double limit = static_cast<double>(models::kMaxStepNanoseconds) / (1 + slowdown);
@@ -29,7 +29,7 @@ void check_total(std::span<const Time> durations, double slowdown) {
   if (total > limit) {
     throw InvalidConfig(fmt::format(
         "durations: their sum is {:.3g} ns; expected at most {:.3g} ns (2^60 ns divided by 1 + "
-        "compute_slowdown_during_comm {}), the limit that keeps a step's times in int64 "
+        "the larger slow-down during overlap, {}), the limit that keeps a step's times in int64 "
         "nanoseconds",
         total, limit, slowdown));
   }
@@ -43,10 +43,12 @@ void check_inputs(const ir::Graph& graph, std::span<const Time> durations,
                     "per task",
                     durations.size(), graph.num_tasks()));
   }
-  const double s = options.compute_slowdown_during_comm;
-  if (!std::isfinite(s) || s < 0) {
-    throw InvalidConfig(
-        fmt::format("compute_slowdown_during_comm: {}; expected a finite number >= 0", s));
+  for (const auto& [name, s] :
+       {std::pair{"compute_slowdown_during_comm", options.compute_slowdown_during_comm},
+        std::pair{"comm_slowdown_during_compute", options.comm_slowdown_during_compute}}) {
+    if (!std::isfinite(s) || s < 0) {
+      throw InvalidConfig(fmt::format("{}: {}; expected a finite number >= 0", name, s));
+    }
   }
   std::vector<std::string> problems;
   std::size_t negative = 0;
@@ -59,7 +61,8 @@ void check_inputs(const ir::Graph& graph, std::span<const Time> durations,
     }
   }
   if (negative == 0) {
-    check_total(durations, s);
+    check_total(durations, std::max(options.compute_slowdown_during_comm,
+                                    options.comm_slowdown_during_compute));
     return;
   }
   if (negative > kMaxNamedProblems) {

@@ -139,13 +139,15 @@ TEST(HardwareJson, WritesCanonicalText) {
   HardwareSpec spec = small();
   spec.gpu.peak_flops[Precision::kFp8] = 200;
   spec.compute_slowdown_during_comm = 0.25;
+  spec.comm_slowdown_during_compute = 0.5;
   EXPECT_EQ(to_json(spec),
             R"({"name":"small","gpu":{"name":"toy","peak_flops":{"bf16":100.0,"fp32":25.0,)"
             R"("fp8":200.0},"hbm_bandwidth":10.0,"hbm_capacity":1000,"sm_count":0,)"
             R"("gemm_efficiency":1.0,"memory_efficiency":1.0},"gpus_per_node":2,)"
             R"("intra_node":{"bandwidth":5.0,"latency":0.5},)"
             R"("inter_node":{"bandwidth":1.0,"latency":2.0,"topology":"ring"},)"
-            R"("hardware_queues":8,"compute_slowdown_during_comm":0.25})"
+            R"("hardware_queues":8,"compute_slowdown_during_comm":0.25,)"
+            R"("comm_slowdown_during_compute":0.5})"
             "\n");
 }
 
@@ -229,6 +231,8 @@ TEST(HardwareJson, RejectsOutOfRangeNumbers) {
                      "18446744073709551615");
   expect_parse_error(json_with(R"(,"compute_slowdown_during_comm":-0.1)"),
                      "hw.json: compute_slowdown_during_comm: expected a number >= 0, got -0.1");
+  expect_parse_error(json_with(R"(,"comm_slowdown_during_compute":-0.1)"),
+                     "hw.json: comm_slowdown_during_compute: expected a number >= 0, got -0.1");
   expect_parse_error(json_with(R"(,"intra_node":{"bandwidth":0,"latency":0})"),
                      "hw.json: intra_node.bandwidth: expected a positive number, got 0");
   expect_parse_error(json_with(R"(,"inter_node":{"bandwidth":1,"latency":"x","topology":"t"})"),

@@ -236,6 +236,53 @@ TEST(Simulator, ComputeSlowsDownWhileCommunicationRunsOnItsRank) {
   }
 }
 
+// The same step with communication slow-down 1 (the all-reduce progresses at 1/2 while a member
+// rank computes): rank 0's C runs until 1200, so by then the all-reduce did (1200 - 300) / 2 =
+// 450 of its 600 and ends 150 later, at 1350, on both ranks. With compute slow-down 0.5 as well,
+// both are slowed from 300: the all-reduce's 600 take 1200, to 1500; by then C did 300 +
+// 1200 / 1.5 = 1100 of its 1200, and ends 100 later, at 1600.
+TEST(Simulator, CommunicationSlowsDownWhileAMemberRankComputes) {
+  for (const double compute_slowdown : {0.0, 0.5}) {
+    GraphBuilder b;
+    Durations d;
+    const RankId r0 = b.add_rank();
+    const RankId r1 = b.add_rank();
+    const GroupId dp = b.add_group("dp", {r0, r1});
+    const StreamId c0 = b.add_stream(r0, "compute");
+    const StreamId g0 = b.add_stream(r0, "dp");
+    const StreamId c1 = b.add_stream(r1, "compute");
+    const StreamId g1 = b.add_stream(r1, "dp");
+    const TaskId c = d.add(b, compute(r0, c0, Phase::kBackward), 1200);
+    const TaskId ar = d.add(b, collective(r0, g0, dp, 8, 0), 600);
+    const TaskId x = d.add(b, compute(r1, c1, Phase::kBackward), 300);
+    const TaskId ar1 = d.add(b, after(collective(r1, g1, dp, 8, 0), x), 600);
+    const Graph g = std::move(b).build();
+    const SimResult res = simulate(
+        g, d.by_task,
+        {.compute_slowdown_during_comm = compute_slowdown, .comm_slowdown_during_compute = 1.0});
+    SCOPED_TRACE(compute_slowdown);
+    const Time ar_end = compute_slowdown > 0 ? 1500 : 1350;
+    EXPECT_EQ(res.tasks[ar.index()], (TaskTiming{300, ar_end}));
+    EXPECT_EQ(res.tasks[ar1.index()], (TaskTiming{300, ar_end}));
+    EXPECT_EQ(res.tasks[c.index()], (TaskTiming{0, compute_slowdown > 0 ? 1600 : 1200}));
+    EXPECT_EQ(res.ranks[1].comm_total, ar_end - 300);
+  }
+  // Without compute on a member's rank, nothing is slowed.
+  GraphBuilder b;
+  Durations d;
+  const RankId r0 = b.add_rank();
+  const RankId r1 = b.add_rank();
+  const GroupId dp = b.add_group("dp", {r0, r1});
+  const TaskId ar = d.add(b, collective(r0, b.add_stream(r0, "dp"), dp, 8, 0), 600);
+  d.add(b, collective(r1, b.add_stream(r1, "dp"), dp, 8, 0), 600);
+  const Graph g = std::move(b).build();
+  EXPECT_EQ(simulate(g, d.by_task, {.comm_slowdown_during_compute = 1.0}).tasks[ar.index()],
+            (TaskTiming{0, 600}));
+  EXPECT_THAT([&] { (void)simulate(g, d.by_task, {.comm_slowdown_during_compute = -1}); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("comm_slowdown_during_compute: -1; expected a finite number >= 0")));
+}
+
 // F1 stashes a (100 bytes), F2 stashes b (250), B2 frees b, B1 frees a; 10 ns each, one stream:
 // 100 at 0, 350 at 10, back to 100 when B2 ends at 30, 0 when B1 ends at 40.
 TEST(Simulator, MemoryFollowsAllocationsAndLastUses) {

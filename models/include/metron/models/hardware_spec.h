@@ -10,7 +10,8 @@
 //    "gpus_per_node": 8,
 //    "intra_node": {"bandwidth": 4.5e11, "latency": 1e-06},
 //    "inter_node": {"bandwidth": 5e10, "latency": 5e-06, "topology": "fat-tree"},
-//    "hardware_queues": 8, "compute_slowdown_during_comm": 0.0}
+//    "hardware_queues": 8, "compute_slowdown_during_comm": 0.0,
+//    "comm_slowdown_during_compute": 0.0}
 //
 // Units are SI base units: FLOP/s, bytes/s, bytes, seconds.
 //   gpu.peak_flops        dense (no sparsity) peak per precision; a precision the GPU lacks is
@@ -31,10 +32,14 @@
 //   compute_slowdown_during_comm
 //                         while communication overlaps compute, compute takes (1 + this) times
 //                         as long; >= 0, 0 means perfect overlap.
+//   comm_slowdown_during_compute
+//                         while compute runs on a rank of a collective or transfer, the
+//                         communication takes (1 + this) times as long; >= 0. The two share one
+//                         device (SMs and HBM on a GPU, the cores and memory on a CPU).
 //
 // Required: everything but gpu.sm_count (default 0), gpu.gemm_efficiency (default 1.0),
-// gpu.memory_efficiency (default 1.0), hardware_queues (default 8) and
-// compute_slowdown_during_comm (default 0.0).
+// gpu.memory_efficiency (default 1.0), hardware_queues (default 8),
+// compute_slowdown_during_comm and comm_slowdown_during_compute (default 0.0).
 
 #include <cstdint>
 #include <map>
@@ -95,6 +100,7 @@ struct HardwareSpec {
   InterNodeNetwork inter_node;
   std::int64_t hardware_queues = kDefaultHardwareQueues;
   double compute_slowdown_during_comm = 0.0;
+  double comm_slowdown_during_compute = 0.0;
 
   friend bool operator==(const HardwareSpec&, const HardwareSpec&) = default;
 };
@@ -102,7 +108,7 @@ struct HardwareSpec {
 /// Throws InvalidConfig listing every problem: non-positive (or non-finite) peaks, bandwidths,
 /// capacity, gpus_per_node and hardware_queues; no peak at all; a negative sm_count;
 /// gemm_efficiency or memory_efficiency outside (0, 1]; negative (or non-finite) latencies and
-/// compute_slowdown_during_comm; an empty topology.
+/// slow-downs; an empty topology.
 void validate(const HardwareSpec& spec);
 
 /// The canonical JSON text of a spec: keys in Note [hardware JSON] order, peaks in Precision

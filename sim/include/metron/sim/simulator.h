@@ -11,6 +11,11 @@
 //
 //   Compute slow-down: while at least one communication task of the same rank runs, a compute
 //   task progresses at rate 1 / (1 + compute_slowdown_during_comm); its end moves accordingly.
+//   Communication slow-down, the other half of sharing a device: while a compute task runs on
+//   any rank of a communication instance, the instance progresses at rate
+//   1 / (1 + comm_slowdown_during_compute), and all its members' ends move together. On GPUs
+//   NCCL's kernels share SMs and HBM with the GEMMs they overlap; on the CPU backend the
+//   collective's reductions and copies share the cores with the compute thread.
 //
 //   Ties: events at the same time are processed in (time, kind, rank, task id) order — task ends
 //   before task starts, lower ranks first, lower ids first — so the result is a function of the
@@ -36,6 +41,7 @@ Time from_milliseconds(double milliseconds);
 
 struct SimOptions {
   double compute_slowdown_during_comm = 0.0;  ///< HardwareSpec's; >= 0
+  double comm_slowdown_during_compute = 0.0;  ///< HardwareSpec's; >= 0
 };
 
 /// Why a rank's compute stream sat idle (bubble slices in traces carry these names).

@@ -221,9 +221,8 @@ void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& 
   if (o.compare) {
     // The prediction of the very graph that ran, through the same trace layout, so that the
     // comparison reads both alike (Note [trace comparison]).
-    const sim::SimResult predicted = sim::simulate(
-        graph, job.step.durations,
-        {.compute_slowdown_during_comm = job.scenario.hardware.compute_slowdown_during_comm});
+    const sim::SimResult predicted =
+        sim::simulate(graph, job.step.durations, job.step.sim_options());
     metadata.push_back({"source", std::string("predicted (metron simulate)")});
     const std::string predicted_text =
         traces::to_chrome_json(sim::simulation_trace(graph, predicted, metadata, options));

@@ -31,9 +31,7 @@ std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1
 
 Evaluation evaluate(const Scenario& scenario, Replication replication) {
   Step step = build_step(scenario, replication);
-  sim::SimResult result = sim::simulate(
-      step.graph, step.durations,
-      {.compute_slowdown_during_comm = scenario.hardware.compute_slowdown_during_comm});
+  sim::SimResult result = sim::simulate(step.graph, step.durations, step.sim_options());
   return evaluation_of(scenario, std::move(step), std::move(result));
 }
 

@@ -54,6 +54,7 @@ struct ProfileFlags {
   std::int32_t warmup = 1;
   std::int32_t threads = 1;
   double timeout_s = 120;
+  double slowdown_seconds = 1.0;
   bool sweep = false;
   SweepOptions grid;  ///< --sweep-* (the rest of it comes from the flags above)
 };
@@ -145,8 +146,10 @@ void run_profile(const ProfileFlags& o) {
         "the step's compute tasks list no operations (a scenario with explicit "
         "costs); expected a model to profile");
   }
-  const CommunicationPlan comm = plan_communication(
-      step, {.warmup = o.warmup, .repetitions = o.repetitions, .threads = o.threads});
+  const CommunicationPlan comm = plan_communication(step, {.warmup = o.warmup,
+                                                           .repetitions = o.repetitions,
+                                                           .threads = o.threads,
+                                                           .slowdown_seconds = o.slowdown_seconds});
   // Rank 0's part once the communication is measured (or at once without any).
   const auto finish = [&](const exec::CommMeasurement* measured,
                           const exec::BenchmarkStatus& status) {
@@ -179,10 +182,12 @@ void run_profile(const ProfileFlags& o) {
 /// The flags --sweep takes; every other one describes a scenario, which a sweep has none of.
 /// Option groups (the sync flags) are apps of their own, without a name: walked too.
 void check_sweep_flags(const CLI::App& cmd, bool sweep) {
-  static const std::set<std::string> kSweepFlags = {
-      "--output",  "--sweep",   "--backend",        "--repetitions",   "--warmup",
-      "--threads", "--timeout", "--sweep-gemm-max", "--sweep-add-max", "--sweep-message-max",
-      "--help"};
+  static const std::set<std::string> kSweepFlags = {"--output",           "--sweep",
+                                                    "--backend",          "--repetitions",
+                                                    "--warmup",           "--threads",
+                                                    "--timeout",          "--sweep-gemm-max",
+                                                    "--sweep-add-max",    "--sweep-message-max",
+                                                    "--slowdown-seconds", "--help"};
   for (const CLI::Option* option : cmd.get_options()) {
     if (option->count() == 0) continue;
     // An option by its first long name, a positional (the scenario) by its own.
@@ -212,6 +217,7 @@ std::string sweep_command(const ProfileFlags& o) {
   flag("--repetitions", o.repetitions, d.repetitions);
   flag("--warmup", o.warmup, d.warmup);
   flag("--threads", o.threads, d.threads);
+  flag("--slowdown-seconds", o.slowdown_seconds, d.slowdown_seconds);
   flag("--sweep-gemm-max", o.grid.gemm_max, d.grid.gemm_max);
   flag("--sweep-add-max", o.grid.add_max, d.grid.add_max);
   flag("--sweep-message-max", o.grid.message_max, d.grid.message_max);
@@ -236,6 +242,7 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
   sweep.repetitions = o.repetitions;
   sweep.threads = o.threads;
   sweep.timeout = timeout_of(o);
+  sweep.slowdown_seconds = o.slowdown_seconds;
   sweep.command = sweep_command(o);
   run_sweep(sweep);
 }
@@ -283,16 +290,21 @@ void add_profile_command(CLI::App& app) {
                   "rank waits for")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  // The sweep's grid, for quick runs (tests).
+  // How long the slow-down and the sweep's grid take, for quick runs (tests).
+  cmd->add_option("--slowdown-seconds", o->slowdown_seconds,
+                  "time the compute at least this long alone and again while communicating")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str()
+      ->group("Measurement size (advanced)");
   cmd->add_option("--sweep-gemm-max", o->grid.gemm_max, "n of the largest square GEMM")
       ->check(integer_in(16, 16384))
-      ->group("Sweep grid (advanced)");
+      ->group("Measurement size (advanced)");
   cmd->add_option("--sweep-add-max", o->grid.add_max, "elements of the largest add")
       ->check(integer_in(1, std::int64_t{1} << 28))
-      ->group("Sweep grid (advanced)");
+      ->group("Measurement size (advanced)");
   cmd->add_option("--sweep-message-max", o->grid.message_max, "bytes of the largest all-reduce")
       ->check(integer_in(16, std::int64_t{1} << 30))
-      ->group("Sweep grid (advanced)");
+      ->group("Measurement size (advanced)");
   check_integer_options(*cmd);
   cmd->callback([o, cmd] { run(*o, *cmd); });
 }

@@ -131,7 +131,8 @@ CommunicationPlan plan_communication(const scenario::Step& step, const TimingSet
   }
   if (!plan.empty()) {
     plan.benchmark.slowdown = exec::SlowdownProbe{.compute = largest_gemm(graph),
-                                                  .load = largest_message(plan.benchmark)};
+                                                  .load = largest_message(plan.benchmark),
+                                                  .min_seconds = timing.slowdown_seconds};
   }
   return plan;
 }
@@ -158,8 +159,9 @@ void add_communication(const CommunicationPlan& plan, const exec::CommMeasuremen
         std::min(s.slowdown, models::CostProfile::kMaxComputeSlowdown);
     std::cerr << fmt::format(
         "metron profile: compute slow-down during communication: {:.3f} ({:.3f} ms alone, "
-        "{:.3f} ms while communicating)\n",
-        *profile.compute_slowdown_during_comm, s.alone_seconds * 1e3, s.with_comm_seconds * 1e3);
+        "{:.3f} ms while communicating, {} messages meanwhile)\n",
+        *profile.compute_slowdown_during_comm, s.alone_seconds * 1e3, s.with_comm_seconds * 1e3,
+        s.load_rounds);
   }
 }
 

@@ -57,7 +57,8 @@ struct CommunicationPlan {
 struct TimingSettings {
   std::int32_t warmup = 1;
   std::int32_t repetitions = 5;
-  std::int32_t threads = 1;  ///< libtorch threads of the slow-down's compute
+  std::int32_t threads = 1;       ///< libtorch threads of the slow-down's compute
+  double slowdown_seconds = 1.0;  ///< exec::SlowdownProbe::min_seconds
 };
 
 /// The distinct communication of `step` (Note [profiling communication]), in the graph's order.

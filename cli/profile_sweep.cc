@@ -216,7 +216,8 @@ void finish(const SweepOptions& o, const exec::CommBenchmark& b, const exec::Com
        {{"gemm", fmt::format("{0}x{0}x{0} fp32", slowdown_n)},
         {"all_reduce_bytes", std::get<exec::CollectiveProbe>(b.slowdown->load).call.bytes},
         {"alone_s", slowdown.alone_seconds},
-        {"with_comm_s", slowdown.with_comm_seconds}}}};
+        {"with_comm_s", slowdown.with_comm_seconds},
+        {"all_reduces_meanwhile", slowdown.load_rounds}}}};
   write_outputs({{o.output, document.dump(2) + "\n"}}, {});
   std::cout << fmt::format(
       "metron profile --sweep: this machine -> {}\n"
@@ -249,7 +250,8 @@ void run_sweep(const SweepOptions& o) {
         o.message_max));
   }
   b.slowdown = exec::SlowdownProbe{.compute = gemm(std::min<std::int64_t>(1024, o.gemm_max)),
-                                   .load = b.collectives.back()};
+                                   .load = b.collectives.back(),
+                                   .min_seconds = o.slowdown_seconds};
   std::cerr << fmt::format(
       "metron profile --sweep: {} all-reduce sizes between 2 processes, the compute slow-down, "
       "{} GEMM sizes, {} add sizes ({} warm-up and {} timed runs each)\n",

@@ -23,9 +23,10 @@
 //                  sm_count 0, gemm_efficiency and memory_efficiency 1 (the peaks are what the
 //                  kernels reached).
 //
-// Every figure is the median of --repetitions after --warmup, rounded to 4 significant digits in
-// the spec; the document's "measurement" keeps every grid point at full precision, with the
-// model's time for each all-reduce next to the measured one.
+// Every figure is the median of --repetitions after --warmup (the slow-down's two over at least
+// --slowdown-seconds each), rounded to 4 significant digits in the spec; the document's
+// "measurement" keeps every grid point at full precision, with the model's time for each all-reduce
+// next to the measured one.
 
 #include <chrono>
 #include <cstdint>
@@ -41,6 +42,7 @@ struct SweepOptions {
   std::int32_t repetitions = 5;
   std::int32_t threads = 1;  ///< libtorch threads (the executor's per-rank default)
   std::chrono::milliseconds timeout{120000};
+  double slowdown_seconds = 1.0;                      ///< exec::SlowdownProbe::min_seconds
   std::int64_t gemm_max = 2048;                       ///< n of the largest GEMM
   std::int64_t add_max = std::int64_t{1} << 24;       ///< elements of the largest add
   std::int64_t message_max = std::int64_t{64} << 20;  ///< bytes of the largest all-reduce

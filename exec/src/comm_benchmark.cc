@@ -7,6 +7,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <memory>
 #include <string>
@@ -227,12 +228,17 @@ class BenchmarkRank {
     if (rank_ == t.receiver) world_->recv(t.sender, t.bytes, tag);
   }
 
-  double median_compute(TorchCompute& compute, const ir::Compute& c) const {
+  /// The median over `repetitions` runs after the warm-up, and over as many more as fill
+  /// SlowdownProbe::min_seconds: interference comes and goes with the load's phases.
+  double median_compute(TorchCompute& compute, const SlowdownProbe& s) const {
+    for (std::int32_t rep = 0; rep < b_.warmup; ++rep) compute.run(s.compute);
     std::vector<double> times;
-    for (std::int32_t rep = -b_.warmup; rep < b_.repetitions; ++rep) {
+    double total = 0;
+    while (std::ssize(times) < b_.repetitions || total < s.min_seconds) {
       const Clock::time_point start = Clock::now();
-      compute.run(c);
-      if (rep >= 0) times.push_back(seconds_since(start));
+      compute.run(s.compute);
+      times.push_back(seconds_since(start));
+      total += times.back();
     }
     return median_seconds(std::move(times));
   }
@@ -253,7 +259,7 @@ class BenchmarkRank {
     TorchCompute compute({.intra_op_threads = b_.intra_op_threads});
     compute.prepare(s.compute);
     report("the compute slow-down: compute alone");
-    const double alone = median_compute(compute, s.compute);
+    const double alone = median_compute(compute, s);
     std::atomic<bool> stop{false};
     std::atomic<std::int64_t> rounds{0};
     std::exception_ptr failure;
@@ -272,11 +278,14 @@ class BenchmarkRank {
       }
     });
     double with = 0;
+    std::int64_t during = 0;
     try {
       // Time only once the load flows on every rank: its first round has completed.
       while (rounds.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       report("the compute slow-down: compute while communication runs");
-      if (rounds.load() > 0) with = median_compute(compute, s.compute);
+      const std::int64_t before = rounds.load();
+      if (before > 0) with = median_compute(compute, s);
+      during = std::max<std::int64_t>(0, rounds.load() - before);
     } catch (...) {
       stop.store(true);
       load.join();
@@ -285,7 +294,8 @@ class BenchmarkRank {
     stop.store(true);
     load.join();
     if (failure) std::rethrow_exception(failure);
-    world_->store_set("metron/benchmark/slowdown", encode({alone, with}));
+    world_->store_set("metron/benchmark/slowdown",
+                      encode({alone, with, static_cast<double>(during)}));
   }
 
   CommMeasurement gather() {
@@ -301,12 +311,12 @@ class BenchmarkRank {
       m.transfer_seconds.push_back(median_seconds(decode(world_->store_get(transfer_key(i)))));
     }
     if (b_.slowdown) {
-      const std::vector<double> two = decode(world_->store_get("metron/benchmark/slowdown"));
-      METRON_ASSERT(two.size() == 2, "the slow-down's two medians");
-      m.slowdown =
-          SlowdownMeasurement{.alone_seconds = two[0],
-                              .with_comm_seconds = two[1],
-                              .slowdown = two[0] > 0 ? std::max(0.0, two[1] / two[0] - 1) : 0.0};
+      const std::vector<double> v = decode(world_->store_get("metron/benchmark/slowdown"));
+      METRON_ASSERT(v.size() == 3, "the slow-down's two medians and its load's rounds");
+      m.slowdown = SlowdownMeasurement{.alone_seconds = v[0],
+                                       .with_comm_seconds = v[1],
+                                       .slowdown = v[0] > 0 ? std::max(0.0, v[1] / v[0] - 1) : 0.0,
+                                       .load_rounds = std::llround(v[2])};
     }
     return m;
   }

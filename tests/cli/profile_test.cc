@@ -104,8 +104,9 @@ TEST_F(Profile, ListsExactlyTheGraphsDistinctCollectivesAndTransfers) {
   const Communication expected = enumerate(graph(path("hw.json"), 2, 2, 1), {{"tp", {2, 2}}});
   ASSERT_FALSE(expected.collectives.empty());
   ASSERT_FALSE(expected.p2p.empty());
-  const Outcome p = metron("profile " + flags(path("hw.json"), 2, 2, 1) +
-                           " --repetitions 1 --warmup 0 -o " + path("profile.json"));
+  const Outcome p =
+      metron("profile " + flags(path("hw.json"), 2, 2, 1) +
+             " --repetitions 1 --warmup 0 --slowdown-seconds 0 -o " + path("profile.json"));
   ASSERT_EQ(p.code, 0) << p.err;
   EXPECT_THAT(p.err, HasSubstr("metron profile: 4 ranks measure"));
   const Json profile = Json::parse(read_file(path("profile.json")));
@@ -128,8 +129,9 @@ TEST_F(Profile, DataParallelGradientsAreKeyedOnTheirNode) {
   // dp 2 on DGX H100s (8 GPUs a node): the replicas' gradient all-reduces stay in one node.
   const Communication expected = enumerate(graph("dgx-h100", 1, 1, 2), {{"dp", {2, 1}}});
   ASSERT_FALSE(expected.collectives.empty());
-  const Outcome p = metron("profile " + flags("dgx-h100", 1, 1, 2) +
-                           " --repetitions 1 --warmup 0 -o " + path("profile.json"));
+  const Outcome p =
+      metron("profile " + flags("dgx-h100", 1, 1, 2) +
+             " --repetitions 1 --warmup 0 --slowdown-seconds 0 -o " + path("profile.json"));
   ASSERT_EQ(p.code, 0) << p.err;
   const Json profile = Json::parse(read_file(path("profile.json")));
   std::set<Key> want;
@@ -230,7 +232,7 @@ TEST_F(Profile, SweepWritesAHardwareDocumentThatLoads) {
   const Outcome s = metron(
       "profile --sweep -o " + path("hw.json") +
       " --sweep-gemm-max 64 --sweep-add-max 4096 --sweep-message-max 4194304 --repetitions 2 "
-      "--warmup 0");
+      "--warmup 0 --slowdown-seconds 0.1");
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_THAT(s.err, HasSubstr("metron profile --sweep: 11 all-reduce sizes"));
   const Json doc = Json::parse(read_file(path("hw.json")));
@@ -254,8 +256,8 @@ TEST_F(Profile, SweepWritesAHardwareDocumentThatLoads) {
   EXPECT_LT(hw["gpu"]["peak_flops"]["fp32"].get<double>(), 1e13);
   const Json& m = doc["measurement"];
   EXPECT_EQ(m["command"], "metron profile --sweep -o " + path("hw.json") +
-                              " --repetitions 2 --warmup 0 --sweep-gemm-max 64 --sweep-add-max "
-                              "4096 --sweep-message-max 4194304");
+                              " --repetitions 2 --warmup 0 --slowdown-seconds 0.1 --sweep-gemm-max "
+                              "64 --sweep-add-max 4096 --sweep-message-max 4194304");
   EXPECT_TRUE(m.contains("date"));
   EXPECT_TRUE(m.contains("machine"));
   // The model's time of each grid point is the 2-rank ring all-reduce 2α + S/β of the fitted

@@ -41,7 +41,8 @@ TEST(CommBenchmark, ThreeRanksMeasureEveryEntryAtRankZero) {
                                                             .n = 64,
                                                             .k = 64,
                                                             .dtype = ir::DType::kFp32}}},
-                                .load = CollectiveProbe{.group = 0, .call = {.bytes = 1 << 16}}},
+                                .load = CollectiveProbe{.group = 0, .call = {.bytes = 1 << 16}},
+                                .min_seconds = 0},
       .warmup = 1,
       .repetitions = 3};
   const std::int32_t port = testing::free_port();
@@ -64,7 +65,8 @@ TEST(CommBenchmark, ThreeRanksMeasureEveryEntryAtRankZero) {
         const SlowdownMeasurement& s = *m->slowdown;
         if (!positive_finite(s.alone_seconds) || !positive_finite(s.with_comm_seconds) ||
             s.slowdown < 0 ||
-            s.slowdown != std::max(0.0, s.with_comm_seconds / s.alone_seconds - 1)) {
+            s.slowdown != std::max(0.0, s.with_comm_seconds / s.alone_seconds - 1) ||
+            s.load_rounds < 0) {
           throw InvalidConfig("slow-down");
         }
       });
@@ -79,7 +81,8 @@ TEST(CommBenchmark, ATransferLoadStopsOnBothRanks) {
                                                             .n = 32,
                                                             .k = 32,
                                                             .dtype = ir::DType::kFp32}}},
-                                .load = TransferProbe{.sender = 1, .receiver = 0, .bytes = 4096}},
+                                .load = TransferProbe{.sender = 1, .receiver = 0, .bytes = 4096},
+                                .min_seconds = 0.05},
       .warmup = 0,
       .repetitions = 2};
   const std::int32_t port = testing::free_port();

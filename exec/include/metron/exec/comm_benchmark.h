@@ -14,8 +14,9 @@
 //   - A transfer entry: one sender, one receiver, the same barriers; timed at the receiver
 //     (the transfer is complete when it has the data), the median over repetitions.
 //   - The slow-down: the load's first rank (the group's first member, or the sender) times the
-//     compute alone (median of `repetitions` after `warmup`), then again while its second
-//     thread and the load's other ranks run the load back to back; slowdown = median with /
+//     compute alone (median of `repetitions` after `warmup`, or of more to fill
+//     SlowdownProbe::min_seconds), then again while its second thread and the load's other
+//     ranks run the load back to back; slowdown = median with /
 //     median alone − 1, clamped at 0. The ranks learn when the load stops through the store:
 //     before each round the timing rank's load thread writes "go" or "stop" under the round's
 //     key and the others read it, so every member stops after the same round.
@@ -51,6 +52,10 @@ struct TransferProbe {
 struct SlowdownProbe {
   ir::Compute compute;
   std::variant<CollectiveProbe, TransferProbe> load;
+  /// Each phase (alone, with the load) is timed for at least this long, in as many repetitions
+  /// as that takes beyond CommBenchmark::repetitions: interference comes and goes with the
+  /// load's phases, so the median needs many of its rounds.
+  double min_seconds = 1.0;
 };
 
 /// What every rank of the world measures, in this order: collectives, transfers, slow-down.
@@ -70,6 +75,9 @@ struct SlowdownMeasurement {
   double alone_seconds = 0;
   double with_comm_seconds = 0;
   double slowdown = 0;  ///< max(0, with / alone − 1)
+  /// Rounds of the load completed while the compute was timed with it (at least 1 shows that the
+  /// load ran throughout, unless one round outlasts every repetition).
+  std::int64_t load_rounds = 0;
 };
 
 /// Rank 0's result: seconds per entry, in the benchmark's order.

@@ -64,7 +64,7 @@ void add_presets_command(CLI::App& app) {
       "Narayanan et al. SC'21 Table 1, Turing-NLG 530B, Llama-2 and Llama-3; parameter counts\n"
       "are computed from the shapes. Hardware: DGX A100, DGX H100 and an H200 node, from NVIDIA\n"
       "datasheets (bandwidths per GPU, one direction), and cpu-local, this machine as metron's\n"
-      "CPU backend sees it, from a measured profile (scripts/measure_cpu_local.py). Use a name\n"
+      "CPU backend sees it, measured by 'metron profile --sweep'. Use a name\n"
       "wherever a model or a machine is asked for.");
   cmd->add_option("kind", o->kind, "what to list: models (default) or hardware")
       ->check(CLI::IsMember({"models", "hardware"}));

@@ -1,4 +1,4 @@
-// `metron profile` (issue 17, first part): every distinct compute operation of the step that
+// `metron profile` (issue 17): every distinct compute operation of the step that
 // `metron run` would execute, timed on the CPU backend's own payload (TorchCompute: the same
 // libtorch, BLAS and threads), written as a cost profile. Note [profiling compute]:
 //   - An operation is what ir::Operation describes and models::OpCost prices; its profile key
@@ -7,8 +7,11 @@
 //     it would have priced (and prices everything else as before).
 //   - One repetition is timed at a time (count 1), `--warmup` untimed first, then the median of
 //     `--repetitions`: the cost model charges an op once per layer.
-//   - Collectives and transfers are not measured yet: the profile leaves them to the
-//     communication model.
+//   - Collectives, transfers and the compute slow-down during communication are measured for
+//     real in one process per rank (Note [profiling communication]); rank 0 then times the
+//     compute operations as above and writes the profile. A graph without communication is
+//     profiled in this process.
+//   - `--sweep` measures the machine instead of a graph (Note [hardware sweep]).
 
 #include "profile_command.h"
 
@@ -16,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -28,11 +32,14 @@
 #include "integer_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#include "metron/exec/comm_benchmark.h"
 #include "metron/exec/torch_compute.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/cost_profile.h"
 #include "metron/models/model_spec.h"
 #include "output_files.h"
+#include "profile_communication.h"
+#include "profile_sweep.h"
 #include "run_command.h"
 #include "scenario_flags.h"
 
@@ -46,7 +53,15 @@ struct ProfileFlags {
   std::int32_t repetitions = 5;
   std::int32_t warmup = 1;
   std::int32_t threads = 1;
+  double timeout_s = 120;
+  double slowdown_seconds = 1.0;
+  bool sweep = false;
+  SweepOptions grid;  ///< --sweep-* (the rest of it comes from the flags above)
 };
+
+std::chrono::milliseconds timeout_of(const ProfileFlags& o) {
+  return std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
+}
 
 /// The key the cost model stores an operation's measured time under: the operation as the
 /// OpCost it was made from, so that the key's format has one owner (OpCost::profile_key).
@@ -89,35 +104,17 @@ std::vector<std::vector<TimedOperation>> distinct_task_operations(const ir::Grap
   return out;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void run(const ProfileFlags& o) {
-  check_distinct_outputs({{"--output", o.output}});
-  if (o.backend == "cuda") {
-    throw InvalidConfig(
-        "--backend cuda: the CUDA backend is not built yet (issue 19); expected "
-        "--backend cpu");
-  }
-  const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
-  const scenario::Step step = executable_step(scenario);
-  const auto tasks = distinct_task_operations(step.graph);
-  if (tasks.empty()) {
-    throw InvalidConfig(
-        "the step's compute tasks list no operations (a scenario with explicit "
-        "costs); expected a model to profile");
-  }
-  models::CostProfile profile;
-  profile.hardware = scenario.hardware.name + " (measured by metron profile on the " + o.backend +
-                     " backend, " + std::string(exec::TorchCompute::compute_dtype_name()) + ")";
+/// Times every operation of `tasks` (Note [profiling compute]) into `profile`, publishing each
+/// repetition on `status`.
+void measure_compute(const std::vector<std::vector<TimedOperation>>& tasks, const ProfileFlags& o,
+                     models::CostProfile& profile, const exec::BenchmarkStatus& status) {
   exec::TorchCompute compute({.intra_op_threads = o.threads});
   for (const auto& ops : tasks) {
     for (const TimedOperation& t : ops) compute.prepare(ir::Compute{.operations = {t.op}});
   }
   std::map<std::pair<std::string, models::Precision>, std::vector<double>> samples;
   for (std::int32_t rep = -o.warmup; rep < o.repetitions; ++rep) {
+    status("timing the compute operations, repetition " + std::to_string(rep + o.warmup + 1));
     for (const auto& ops : tasks) {
       for (const TimedOperation& t : ops) {
         const ir::Compute one{.operations = {t.op}};
@@ -133,16 +130,121 @@ void run(const ProfileFlags& o) {
     }
   }
   for (const auto& [key, seconds] : samples) {
-    const double time = median(seconds);
+    const double time = exec::median_seconds(seconds);
     profile.set_compute(key.first, key.second, time);
     std::cerr << fmt::format("metron profile: {} {}: {:.3f} ms\n", key.first,
                              models::to_string(key.second), time * 1e3);
   }
-  const auto ops = samples;
-  write_outputs({{o.output, models::to_json(profile)}}, {});
-  std::cout << "metron profile: " << ops.size() << " compute operations measured on the "
-            << o.backend << " backend (median of " << o.repetitions << ") -> " << o.output
-            << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
+}
+
+void run_profile(const ProfileFlags& o) {
+  const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
+  const scenario::Step step = executable_step(scenario);
+  const auto tasks = distinct_task_operations(step.graph);
+  if (tasks.empty()) {
+    throw InvalidConfig(
+        "the step's compute tasks list no operations (a scenario with explicit "
+        "costs); expected a model to profile");
+  }
+  const CommunicationPlan comm = plan_communication(step, {.warmup = o.warmup,
+                                                           .repetitions = o.repetitions,
+                                                           .threads = o.threads,
+                                                           .slowdown_seconds = o.slowdown_seconds});
+  // Rank 0's part once the communication is measured (or at once without any).
+  const auto finish = [&](const exec::CommMeasurement* measured,
+                          const exec::BenchmarkStatus& status) {
+    models::CostProfile profile;
+    profile.hardware = scenario.hardware.name + " (measured by metron profile on the " + o.backend +
+                       " backend, " + std::string(exec::TorchCompute::compute_dtype_name()) + ")";
+    measure_compute(tasks, o, profile, status);
+    if (measured != nullptr) add_communication(comm, *measured, profile);
+    write_outputs({{o.output, models::to_json(profile)}}, {});
+    std::cout << "metron profile: " << profile.size() - comm.collectives.size() - comm.p2p.size()
+              << " compute operations, " << comm.collectives.size() << " collectives and "
+              << comm.p2p.size() << " transfer sizes measured on the " << o.backend
+              << " backend (median of " << o.repetitions << ") -> " << o.output
+              << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
+  };
+  if (comm.empty()) {
+    finish(nullptr, [](std::string_view) {});
+    return;
+  }
+  std::cerr << fmt::format(
+      "metron profile: {} ranks measure {} collectives, {} transfer sizes and the compute "
+      "slow-down; then rank 0 times the compute operations\n",
+      step.graph.num_ranks(), comm.collectives.size(), comm.p2p.size());
+  launch_benchmark(comm.benchmark, step.graph.num_ranks(), timeout_of(o),
+                   [&](const exec::CommMeasurement& measured, const exec::BenchmarkStatus& status) {
+                     finish(&measured, status);
+                   });
+}
+
+/// The flags --sweep takes; every other one describes a scenario, which a sweep has none of.
+/// Option groups (the sync flags) are apps of their own, without a name: walked too.
+void check_sweep_flags(const CLI::App& cmd, bool sweep) {
+  static const std::set<std::string> kSweepFlags = {"--output",           "--sweep",
+                                                    "--backend",          "--repetitions",
+                                                    "--warmup",           "--threads",
+                                                    "--timeout",          "--sweep-gemm-max",
+                                                    "--sweep-add-max",    "--sweep-message-max",
+                                                    "--slowdown-seconds", "--help"};
+  for (const CLI::Option* option : cmd.get_options()) {
+    if (option->count() == 0) continue;
+    // An option by its first long name, a positional (the scenario) by its own.
+    const std::string name = option->get_name();
+    const bool sweep_only = name.starts_with("--sweep-");
+    if (sweep && !kSweepFlags.contains(name)) {
+      throw InvalidConfig(name +
+                          ": --sweep measures this machine, not a scenario; expected none of the "
+                          "scenario flags with it");
+    }
+    if (!sweep && sweep_only) throw InvalidConfig(name + ": expected it only with --sweep");
+  }
+  for (const CLI::App* group :
+       cmd.get_subcommands([](const CLI::App* app) { return app->get_name().empty(); })) {
+    check_sweep_flags(*group, sweep);
+  }
+}
+
+/// The command line that reproduces a sweep, for its document: the flags that differ from the
+/// defaults.
+std::string sweep_command(const ProfileFlags& o) {
+  const ProfileFlags d;
+  std::string command = "metron profile --sweep -o " + o.output;
+  const auto flag = [&](const char* name, auto value, auto default_value) {
+    if (value != default_value) command += fmt::format(" {} {}", name, value);
+  };
+  flag("--repetitions", o.repetitions, d.repetitions);
+  flag("--warmup", o.warmup, d.warmup);
+  flag("--threads", o.threads, d.threads);
+  flag("--slowdown-seconds", o.slowdown_seconds, d.slowdown_seconds);
+  flag("--sweep-gemm-max", o.grid.gemm_max, d.grid.gemm_max);
+  flag("--sweep-add-max", o.grid.add_max, d.grid.add_max);
+  flag("--sweep-message-max", o.grid.message_max, d.grid.message_max);
+  return command;
+}
+
+void run(const ProfileFlags& o, const CLI::App& cmd) {
+  check_sweep_flags(cmd, o.sweep);
+  check_distinct_outputs({{"--output", o.output}});
+  if (o.backend == "cuda") {
+    throw InvalidConfig(
+        "--backend cuda: the CUDA backend is not built yet (issue 19); expected "
+        "--backend cpu");
+  }
+  if (!o.sweep) {
+    run_profile(o);
+    return;
+  }
+  SweepOptions sweep = o.grid;
+  sweep.output = o.output;
+  sweep.warmup = o.warmup;
+  sweep.repetitions = o.repetitions;
+  sweep.threads = o.threads;
+  sweep.timeout = timeout_of(o);
+  sweep.slowdown_seconds = o.slowdown_seconds;
+  sweep.command = sweep_command(o);
+  run_sweep(sweep);
 }
 
 }  // namespace
@@ -154,26 +256,57 @@ void add_profile_command(CLI::App& app) {
       "Measure what a step is made of on the executor's backend and write a cost profile:\n"
       "every distinct compute operation of the step 'metron run' would execute (each GEMM\n"
       "shape, batched GEMM and element-wise op, as 'metron cost --ops' lists them), timed with\n"
-      "the CPU backend's own libtorch payload, the median of --repetitions after --warmup.\n"
-      "'metron simulate --profile FILE' (and run, cost) then price those ops with the measured\n"
-      "times and everything else as before. Collectives and transfers are not measured yet.\n"
-      "Takes the scenario flags of 'metron run', from the same default.");
+      "the CPU backend's own libtorch payload; every distinct collective (op, group placement,\n"
+      "bytes per call) and transfer size, timed with Gloo in one process per rank (each after a\n"
+      "barrier; a collective takes its slowest member); and the slow-down of compute while\n"
+      "communication runs. Each is the median of --repetitions after --warmup. 'metron simulate\n"
+      "--profile FILE' (and run, cost) then price what it lists with the measured times and\n"
+      "everything else as before. Takes the scenario flags of 'metron run', from the same\n"
+      "default.\n"
+      "With --sweep it measures this machine instead (square fp32 GEMMs up to 2048, fp32 adds,\n"
+      "all-reduces of 4 B to 64 MiB between 2 processes, the compute slow-down) and writes\n"
+      "{\"hardware\": spec, \"measurement\": {...}}: every dtype gets fp32's peak, since the CPU\n"
+      "backend runs every dtype in fp32. '--hardware FILE' reads that document as it is;\n"
+      "'metron profile --sweep -o models/profiles/cpu-local.json' regenerates the cpu-local\n"
+      "preset (compiled in when CMake next configures).");
   add_scenario_flags(*cmd, o->scenario);
-  cmd->add_option("-o,--output", o->output, "the cost-profile JSON to write")->required();
+  cmd->add_option("-o,--output", o->output, "the cost-profile (or, with --sweep, hardware) JSON")
+      ->required();
+  cmd->add_flag("--sweep", o->sweep, "measure this machine and write a hardware spec");
   cmd->add_option("--backend", o->backend, "cpu (cuda comes with its issue)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--repetitions", o->repetitions, "timed runs per operation (median)")
+  cmd->add_option("--repetitions", o->repetitions, "timed runs per measurement (median)")
       ->check(integer_in(1, 1000))
       ->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "untimed runs per operation first")
+  cmd->add_option("--warmup", o->warmup, "untimed runs per measurement first")
       ->check(integer_in(0, 1000))
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "libtorch threads")
       ->check(integer_in(1, 256))
       ->capture_default_str();
+  cmd->add_option("--timeout", o->timeout_s,
+                  "seconds without progress after which the measurement fails, naming what each\n"
+                  "rank waits for")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
+  // How long the slow-down and the sweep's grid take, for quick runs (tests).
+  cmd->add_option("--slowdown-seconds", o->slowdown_seconds,
+                  "time the compute at least this long alone and again while communicating")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str()
+      ->group("Measurement size (advanced)");
+  cmd->add_option("--sweep-gemm-max", o->grid.gemm_max, "n of the largest square GEMM")
+      ->check(integer_in(16, 16384))
+      ->group("Measurement size (advanced)");
+  cmd->add_option("--sweep-add-max", o->grid.add_max, "elements of the largest add")
+      ->check(integer_in(1, std::int64_t{1} << 28))
+      ->group("Measurement size (advanced)");
+  cmd->add_option("--sweep-message-max", o->grid.message_max, "bytes of the largest all-reduce")
+      ->check(integer_in(16, std::int64_t{1} << 30))
+      ->group("Measurement size (advanced)");
   check_integer_options(*cmd);
-  cmd->callback([o] { run(*o); });
+  cmd->callback([o, cmd] { run(*o, *cmd); });
 }
 
 }  // namespace metron::cli

@@ -103,23 +103,6 @@ Job job_of(const RunFlags& o) {
   return job;
 }
 
-/// A TCP port free on this machine now, for the store of a local run.
-std::int32_t free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) throw BackendError("cannot open a socket to find a free port for the store");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API takes sockaddr*
-  auto* generic = reinterpret_cast<sockaddr*>(&address);
-  const bool ok =
-      ::bind(fd, generic, sizeof address) == 0 && ::getsockname(fd, generic, &length) == 0;
-  ::close(fd);
-  if (!ok) throw BackendError("cannot find a free port for the store on 127.0.0.1");
-  return ntohs(address.sin_port);
-}
-
 /// The measured step as `simulate --json` reports a simulated one, plus what only a measurement
 /// has: every iteration's time and how the data was carried.
 std::string result_json(const scenario::Evaluation& e, const exec::MeasuredStep& m,
@@ -222,7 +205,7 @@ void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& 
     // The prediction of the very graph that ran, through the same trace layout, so that the
     // comparison reads both alike (Note [trace comparison]).
     const sim::SimResult predicted =
-        sim::simulate(graph, job.step.durations, scenario::sim_options(job.scenario));
+        sim::simulate(graph, job.step.durations, job.step.sim_options());
     metadata.push_back({"source", std::string("predicted (metron simulate)")});
     const std::string predicted_text =
         traces::to_chrome_json(sim::simulation_trace(graph, predicted, metadata, options));
@@ -358,6 +341,22 @@ void run(const RunFlags& o) {
 }
 
 }  // namespace
+
+std::int32_t free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw BackendError("cannot open a socket to find a free port for the store");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): the sockets API takes sockaddr*
+  auto* generic = reinterpret_cast<sockaddr*>(&address);
+  const bool ok =
+      ::bind(fd, generic, sizeof address) == 0 && ::getsockname(fd, generic, &length) == 0;
+  ::close(fd);
+  if (!ok) throw BackendError("cannot find a free port for the store on 127.0.0.1");
+  return ntohs(address.sin_port);
+}
 
 scenario::Scenario default_run_scenario() {
   scenario::Scenario s = scenario::default_scenario();

@@ -3,6 +3,7 @@
 // reports what was measured with the same keys as `metron simulate`.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 
 #include "metron/scenario/scenario.h"
 #include "metron/scenario/step_builder.h"
@@ -18,6 +19,10 @@ scenario::Scenario default_run_scenario();
 /// the operations of every compute task. Throws InvalidConfig for what cannot run here (context
 /// or expert parallelism, more ranks than one machine takes) and what build_step throws.
 scenario::Step executable_step(const scenario::Scenario& scenario);
+
+/// A TCP port free on this machine now, for the store of a local run (rank 0 binds it a moment
+/// later). Throws BackendError when the machine has none to give.
+std::int32_t free_port();
 
 /// Adds the `run` subcommand to `app`.
 void add_run_command(CLI::App& app);

@@ -13,7 +13,9 @@ namespace metron::cli {
 void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
   cmd.add_option("scenario", o.scenario_file, "scenario JSON (see README: Scenario format)");
   cmd.add_option("--model", o.model, "model preset or JSON file");
-  cmd.add_option("--hardware", o.hardware, "hardware preset or JSON file");
+  cmd.add_option("--hardware", o.hardware,
+                 "hardware preset or JSON file (a spec, or the document 'metron profile --sweep'\n"
+                 "writes)");
   cmd.add_option("--gpus", o.gpus, "GPUs in all (default tp·pp·dp·cp)");
   cmd.add_option("--tp", o.tp, "tensor-parallel size");
   cmd.add_option("--pp", o.pp, "pipeline-parallel size");

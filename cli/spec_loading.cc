@@ -41,7 +41,7 @@ models::ModelSpec load_model(const std::string& arg) {
 
 models::HardwareSpec load_hardware(const std::string& arg) {
   if (names_a_file(arg)) {
-    return read_spec_file(arg, [](auto... a) { return models::hardware_from_json(a...); });
+    return read_spec_file(arg, [](auto... a) { return models::hardware_from_file_json(a...); });
   }
   return models::hardware_preset(arg);
 }

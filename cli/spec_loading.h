@@ -17,7 +17,8 @@ namespace metron::cli {
 /// scenario does).
 models::ModelSpec load_model(const std::string& arg);
 
-/// As load_model, for machines.
+/// As load_model, for machines; the file holds a spec or a measured document (`metron profile
+/// --sweep`'s, models::hardware_from_file_json).
 models::HardwareSpec load_hardware(const std::string& arg);
 
 /// The cost profile in file `path` (Note [profile JSON]).

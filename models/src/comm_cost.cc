@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -231,6 +232,54 @@ double CommModel::p2p_time(std::int64_t bytes, bool same_node) const {
   if (bytes == 0) return 0;
   const Link link = same_node ? intra_node() : inter_node();
   return link.latency + double(bytes) / link.bandwidth;
+}
+
+Link fit_ring_link(CommOp op, std::int64_t ranks, const std::vector<CommSample>& samples) {
+  const std::string where = "link fit of " + std::string(to_string(op));
+  std::vector<std::string> problems;
+  if (ranks < 2) problems.push_back("ranks: expected at least 2, got " + std::to_string(ranks));
+  std::set<std::int64_t> sizes;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const std::string at = "samples[" + std::to_string(i) + "]";
+    check_bytes(problems, samples[i].bytes);
+    detail::check_positive(problems, at + ".seconds", samples[i].seconds);
+    sizes.insert(samples[i].bytes);
+  }
+  if (sizes.size() < 2) {
+    problems.push_back("samples: expected at least 2 distinct sizes, got " +
+                       std::to_string(sizes.size()));
+  }
+  detail::throw_if_problems(where, problems);
+  // t = a·α + b·S·(1/β): the ring's coefficients, read off the formula itself.
+  const double n = static_cast<double>(ranks);
+  const double a = ring_time(op, 0, n, {.latency = 1, .bandwidth = 1});
+  const double b = ring_time(op, 1, n, {.latency = 0, .bandwidth = 1});
+  // Weighted least squares in x = α, y = 1/β with weights 1/t², by the normal equations.
+  struct Sums {
+    double aa = 0, ab = 0, bb = 0, at = 0, bt = 0;  // Σ w·a·a, Σ w·a·bS, Σ w·bS·bS, Σ w·a·t, ...
+  } sum;
+  for (const CommSample& sample : samples) {
+    const double w = 1 / (sample.seconds * sample.seconds);
+    const double cb = b * static_cast<double>(sample.bytes);
+    sum.aa += w * a * a;
+    sum.ab += w * a * cb;
+    sum.bb += w * cb * cb;
+    sum.at += w * a * sample.seconds;
+    sum.bt += w * cb * sample.seconds;
+  }
+  const double det = sum.aa * sum.bb - sum.ab * sum.ab;
+  double alpha = (sum.at * sum.bb - sum.bt * sum.ab) / det;
+  double inverse_beta = (sum.aa * sum.bt - sum.ab * sum.at) / det;
+  if (!(alpha >= 0)) {
+    alpha = 0;
+    inverse_beta = sum.bt / sum.bb;
+  }
+  if (!(inverse_beta > 0) || !std::isfinite(inverse_beta) || !std::isfinite(alpha)) {
+    throw InvalidConfig(where +
+                        ": the samples give no positive bandwidth (times do not grow "
+                        "with the size); expected a grid of sizes up to megabytes");
+  }
+  return {.latency = alpha, .bandwidth = 1 / inverse_beta};
 }
 
 double bus_bandwidth(CommOp op, std::int64_t bytes, std::int64_t ranks, double seconds) {

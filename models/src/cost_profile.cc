@@ -163,10 +163,32 @@ void read_p2p(const Json& list, CostProfile& profile, Diagnostics* diagnostics) 
   }
 }
 
+// Note [profile JSON]: the slow-down is a number in [0, kMaxComputeSlowdown].
+std::string slowdown_range() {
+  return "expected a number between 0 and " +
+         std::to_string(static_cast<std::int64_t>(CostProfile::kMaxComputeSlowdown));
+}
+
+bool slowdown_ok(double slowdown) {
+  return slowdown >= 0 && slowdown <= CostProfile::kMaxComputeSlowdown;
+}
+
+double read_slowdown(const Json& v, const std::string& path) {
+  if (!v.is_number() || !slowdown_ok(v.get<double>()))
+    fail(path, slowdown_range() + ", got " + brief(v));
+  return v.get<double>();
+}
+
 CostProfile read_profile(const Json& root, Diagnostics* diagnostics) {
   ObjectReader in(root, "", diagnostics);
   CostProfile profile;
   if (const Json* v = in.find("hardware")) profile.hardware = read_string(*v, "hardware");
+  if (const Json* v = in.find("compute_slowdown_during_comm")) {
+    profile.compute_slowdown_during_comm = read_slowdown(*v, "compute_slowdown_during_comm");
+  }
+  if (const Json* v = in.find("comm_slowdown_during_compute")) {
+    profile.comm_slowdown_during_compute = read_slowdown(*v, "comm_slowdown_during_compute");
+  }
   const Json empty = Json::array();
   const Json& compute = read_list(in, "compute", empty);
   const Json& collectives = read_list(in, "collectives", empty);
@@ -243,11 +265,21 @@ std::string to_json(const CostProfile& profile) {
     p2p.push_back(
         {{"bytes", key.first}, {"same_node", key.second}, {"time_ms", time_ms(path, seconds)}});
   }
+  Json root = {{"hardware", profile.hardware}};
+  for (const auto& [name, slowdown] :
+       {std::pair{"compute_slowdown_during_comm", profile.compute_slowdown_during_comm},
+        std::pair{"comm_slowdown_during_compute", profile.comm_slowdown_during_compute}}) {
+    if (!slowdown) continue;
+    if (!slowdown_ok(*slowdown)) {
+      problems.push_back(std::string(name) + ": " + slowdown_range() + ", got " +
+                         detail::number_text(*slowdown));
+    }
+    root[name] = *slowdown;
+  }
   detail::throw_if_problems("invalid profile", problems);
-  const Json root = {{"hardware", profile.hardware},
-                     {"compute", std::move(compute)},
-                     {"collectives", std::move(collectives)},
-                     {"p2p", std::move(p2p)}};
+  root["compute"] = std::move(compute);
+  root["collectives"] = std::move(collectives);
+  root["p2p"] = std::move(p2p);
   try {
     return dump_one_entry_per_line(root);
   } catch (const Json::type_error& e) {

@@ -1,6 +1,6 @@
 #pragma once
 // Private: the measured profile behind the `cpu-local` hardware preset, compiled in from
-// models/profiles/cpu-local.json (written by scripts/measure_cpu_local.py) at configure time.
+// models/profiles/cpu-local.json (written by `metron profile --sweep`) at configure time.
 
 #include <string_view>
 

@@ -38,7 +38,6 @@
 #include <vector>
 
 #include "cpu_local_profile.h"
-#include "json_reading.h"
 #include "metron/base/error.h"
 #include "preset_lookup.h"
 
@@ -106,16 +105,14 @@ HardwareSpec h200_node() {
 }
 
 // The machine metron's CPU backend runs on: libtorch on CPU tensors and Gloo between local
-// processes, measured by scripts/measure_cpu_local.py (its docstring says how each number is
-// obtained; the file's "measurement" block says where and when). Compiled in from
+// processes, measured by `metron profile --sweep` with the executor's own payload and
+// communication (Note [hardware sweep] in cli/profile_sweep.h says how each number is obtained;
+// the file's "measurement" block says where, when and with which command, and holds the raw
+// grid). Compiled in from
 // models/profiles/cpu-local.json; measure again and rebuild to describe another machine.
 HardwareSpec cpu_local() {
-  constexpr const char* kSource = "models/profiles/cpu-local.json";
-  const detail::Json document = detail::parse_json(detail::cpu_local_profile_json(), kSource);
-  if (!document.is_object() || !document.contains("hardware")) {
-    throw InternalError(__FILE__, __LINE__, std::string(kSource) + ": no \"hardware\" object");
-  }
-  return hardware_from_json(document.at("hardware").dump(), std::string(kSource) + "#hardware");
+  return hardware_from_file_json(detail::cpu_local_profile_json(),
+                                 "models/profiles/cpu-local.json");
 }
 
 std::vector<HardwareSpec> make_presets() {

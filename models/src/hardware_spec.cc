@@ -136,20 +136,23 @@ InterNodeNetwork read_inter_node(const Json& v, const std::string& path, Diagnos
   return network;
 }
 
-HardwareSpec read_spec(const Json& root, Diagnostics* diagnostics) {
-  ObjectReader in(root, "", diagnostics);
+HardwareSpec read_spec(const Json& root, const std::string& path, Diagnostics* diagnostics) {
+  ObjectReader in(root, path, diagnostics);
   HardwareSpec spec;
-  spec.name = read_string(in.required("name"), "name");
-  spec.gpu = read_gpu(in.required("gpu"), "gpu", diagnostics);
-  spec.gpus_per_node = read_positive_integer(in.required("gpus_per_node"), "gpus_per_node");
-  spec.intra_node = read_intra_node(in.required("intra_node"), "intra_node", diagnostics);
-  spec.inter_node = read_inter_node(in.required("inter_node"), "inter_node", diagnostics);
+  spec.name = read_string(in.required("name"), in.path_of("name"));
+  spec.gpu = read_gpu(in.required("gpu"), in.path_of("gpu"), diagnostics);
+  spec.gpus_per_node =
+      read_positive_integer(in.required("gpus_per_node"), in.path_of("gpus_per_node"));
+  spec.intra_node =
+      read_intra_node(in.required("intra_node"), in.path_of("intra_node"), diagnostics);
+  spec.inter_node =
+      read_inter_node(in.required("inter_node"), in.path_of("inter_node"), diagnostics);
   if (const Json* v = in.find("hardware_queues")) {
-    spec.hardware_queues = read_positive_integer(*v, "hardware_queues");
+    spec.hardware_queues = read_positive_integer(*v, in.path_of("hardware_queues"));
   }
   if (const Json* v = in.find("compute_slowdown_during_comm")) {
     spec.compute_slowdown_during_comm =
-        read_non_negative_number(*v, "compute_slowdown_during_comm");
+        read_non_negative_number(*v, in.path_of("compute_slowdown_during_comm"));
   }
   if (const Json* v = in.find("comm_slowdown_during_compute")) {
     spec.comm_slowdown_during_compute =
@@ -157,6 +160,18 @@ HardwareSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   }
   in.finish();
   return spec;
+}
+
+// Note [measured hardware]: {"hardware": spec, "measurement": {...}}; the measurement is free
+// text for people (how, where and when the spec was measured) and is not read.
+HardwareSpec read_measured(const Json& root, Diagnostics* diagnostics) {
+  ObjectReader in(root, "", diagnostics);
+  const Json& hardware = in.required("hardware");
+  if (const Json* v = in.find("measurement"); v != nullptr && !v->is_object()) {
+    fail("measurement", "expected an object, got " + brief(*v));
+  }
+  in.finish();
+  return read_spec(hardware, "hardware", diagnostics);
 }
 
 }  // namespace
@@ -198,7 +213,18 @@ std::string to_json(const HardwareSpec& spec) {
 HardwareSpec hardware_from_json(std::string_view text, const std::string& source,
                                 Diagnostics* diagnostics) {
   HardwareSpec spec = detail::read_document(
-      text, source, [&](const Json& root) { return read_spec(root, diagnostics); });
+      text, source, [&](const Json& root) { return read_spec(root, "", diagnostics); });
+  validate(spec);
+  return spec;
+}
+
+HardwareSpec hardware_from_file_json(std::string_view text, const std::string& source,
+                                     Diagnostics* diagnostics) {
+  HardwareSpec spec = detail::read_document(text, source, [&](const Json& root) {
+    // A bare spec names itself; the measured document holds one under "hardware".
+    const bool measured = root.is_object() && root.contains("hardware") && !root.contains("name");
+    return measured ? read_measured(root, diagnostics) : read_spec(root, "", diagnostics);
+  });
   validate(spec);
   return spec;
 }

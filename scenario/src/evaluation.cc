@@ -29,14 +29,9 @@ std::string gib(double bytes) { return fmt::format("{:.1f}", bytes / (1024.0 * 1
 
 }  // namespace
 
-sim::SimOptions sim_options(const Scenario& scenario) {
-  return {.compute_slowdown_during_comm = scenario.hardware.compute_slowdown_during_comm,
-          .comm_slowdown_during_compute = scenario.hardware.comm_slowdown_during_compute};
-}
-
 Evaluation evaluate(const Scenario& scenario, Replication replication) {
   Step step = build_step(scenario, replication);
-  sim::SimResult result = sim::simulate(step.graph, step.durations, sim_options(scenario));
+  sim::SimResult result = sim::simulate(step.graph, step.durations, step.sim_options());
   return evaluation_of(scenario, std::move(step), std::move(result));
 }
 

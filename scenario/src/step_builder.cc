@@ -352,17 +352,20 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
   }
   // A collective is charged for the real group of its kind (comm_groups.h), whatever the graph
   // holds of it: symmetric mode keeps one member, and tensor/context/expert peers are never in
-  // the graph. Worked out once per group on first use: parsing the group's name for every
-  // collective task cost more than the rest of the loop.
-  std::vector<std::optional<models::GroupPlacement>> placements(graph.data().groups.size());
-  const auto placement_of_group = [&](ir::GroupId group) {
-    std::optional<models::GroupPlacement>& p = placements[group.index()];
-    if (!p) {
-      const std::optional<lowering::GroupKind> kind = lowering::group_kind(graph.group(group).name);
-      p = kind ? placement_of(*kind, groups, mp, s.hardware, s.sync) : groups.dp;
-    }
-    return *p;
-  };
+  // the graph. Worked out once per group: parsing the group's name for every collective task
+  // cost more than the rest of the loop.
+  for (const ir::Group& group : graph.data().groups) {
+    const std::optional<lowering::GroupKind> kind = lowering::group_kind(group.name);
+    step.group_placements.push_back(kind ? placement_of(*kind, groups, mp, s.hardware, s.sync)
+                                         : groups.dp);
+  }
+  step.p2p_same_node = groups.pp_neighbours_share_node;
+  step.compute_slowdown_during_comm = profile && profile->compute_slowdown_during_comm
+                                          ? *profile->compute_slowdown_during_comm
+                                          : s.hardware.compute_slowdown_during_comm;
+  step.comm_slowdown_during_compute = profile && profile->comm_slowdown_during_compute
+                                          ? *profile->comm_slowdown_during_compute
+                                          : s.hardware.comm_slowdown_during_compute;
   const auto model_stage = [&](ir::StageId stage) {
     return static_cast<std::size_t>(stage.value() % layout.model_stages);
   };
@@ -392,7 +395,7 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     } else if (const auto* coll = std::get_if<ir::Collective>(&task.op)) {
       // A task standing for `count` collectives pays each one's latency.
       seconds = coll->count * comm.collective_time(comm_op(coll->op), coll->bytes / coll->count,
-                                                   placement_of_group(coll->group));
+                                                   step.group_placements[coll->group.index()]);
     } else if (task.kind() == ir::TaskKind::kSend || task.kind() == ir::TaskKind::kRecv) {
       seconds = step.costs.p2p;
     }

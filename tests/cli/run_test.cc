@@ -131,7 +131,7 @@ TEST_F(Cli, ProfileMeasuresTheStepsDistinctOperations) {
       "--model " + kData + "flags-small-model.json --hardware cpu-local --tp 1 --seq 128 -b 1";
   const Outcome profile = metron("profile " + model +
                                  " --pp 2 --dp 1 --vp 1 -m 2 --schedule 1f1b --repetitions 1 "
-                                 "--warmup 0 -o " +
+                                 "--warmup 0 --slowdown-seconds 0 -o " +
                                  path("profile.json"));
   ASSERT_EQ(profile.code, 0) << profile.err;
   std::set<std::string> measured;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
@@ -285,6 +286,88 @@ TEST(BusBandwidth, FlatRingWithoutLatencyRunsAtLinkBandwidth) {
       EXPECT_DOUBLE_EQ(bus_bandwidth(op, kGiB, n, t), 1e11) << to_string(op) << " n=" << n;
     }
   }
+}
+
+// Issue 17 (`metron profile --sweep`): the link fitted to measured collectives is the one whose
+// ring formula gives those times back, whatever the rank count and op, and a 2-rank all-reduce
+// through CommModel (CommAlgorithm::kAuto) gives them back too.
+TEST(FitRingLink, RecoversTheLinkThatProducedTheTimes) {
+  const Link truth{.latency = 50e-6, .bandwidth = 2e9};
+  for (const CommOp op : {CommOp::kAllReduce, CommOp::kAllGather, CommOp::kBroadcast}) {
+    for (const std::int64_t ranks : {2, 3, 8}) {
+      std::vector<CommSample> samples;
+      for (std::int64_t bytes = 4; bytes <= 64 * kMiB; bytes *= 4) {
+        samples.push_back(
+            {bytes, flat_collective_time(op, bytes, ranks, truth, CommAlgorithm::kRing)});
+      }
+      const Link fit = fit_ring_link(op, ranks, samples);
+      EXPECT_NEAR(fit.latency, truth.latency, truth.latency * 1e-9) << to_string(op) << ranks;
+      EXPECT_NEAR(fit.bandwidth, truth.bandwidth, truth.bandwidth * 1e-9) << to_string(op) << ranks;
+    }
+  }
+  HardwareSpec hw = hardware_preset("dgx-h100");
+  const Link fit =
+      fit_ring_link(CommOp::kAllReduce, 2, {{4, 100e-6 + 4 / 2e9}, {kMiB, 100e-6 + kMiB / 2e9}});
+  hw.intra_node = {.bandwidth = fit.bandwidth, .latency = fit.latency};
+  EXPECT_NEAR(CommModel(hw).collective_time(CommOp::kAllReduce, kMiB, {.ranks = 2, .nodes = 1}),
+              100e-6 + kMiB / 2e9, 1e-12);
+}
+
+TEST(FitRingLink, MinimisesRelativeErrorSoSmallMessagesCount) {
+  // 2-rank all-reduce t = 2α + S/β with α = 50 µs, β = 2 GB/s: exact below 1 MiB, ±1 % noise
+  // above. Least squares of absolute errors follows the 64 MiB noise (0.3 ms, six times 2α) and
+  // gives α = 62 µs; of relative errors, α within 0.1 % of 50 µs.
+  const auto t = [](std::int64_t bytes, double noise) {
+    return (2 * 50e-6 + static_cast<double>(bytes) / 2e9) * noise;
+  };
+  const std::vector<CommSample> samples{{4, t(4, 1)},
+                                        {64, t(64, 1)},
+                                        {1024, t(1024, 1)},
+                                        {kMiB, t(kMiB, 1.01)},
+                                        {4 * kMiB, t(4 * kMiB, 0.99)},
+                                        {16 * kMiB, t(16 * kMiB, 1.01)},
+                                        {64 * kMiB, t(64 * kMiB, 0.99)}};
+  const Link fit = fit_ring_link(CommOp::kAllReduce, 2, samples);
+  EXPECT_NEAR(fit.latency, 50e-6, 0.05e-6);
+  EXPECT_NEAR(fit.bandwidth, 2e9, 0.01 * 2e9);
+}
+
+TEST(FitRingLink, ANegativeLatencyIsClampedToZeroAndTheBandwidthRefitted) {
+  // Times proportional to S but for a tiny deficit at the small size: the best line crosses
+  // below zero at S = 0; α = 0 and β fitted through the origin instead.
+  const std::vector<CommSample> samples{
+      {kMiB, 0.9 * kMiB / 1e9}, {4 * kMiB, 4.0 * kMiB / 1e9}, {16 * kMiB, 16.0 * kMiB / 1e9}};
+  const Link fit = fit_ring_link(CommOp::kAllReduce, 2, samples);
+  EXPECT_EQ(fit.latency, 0);
+  EXPECT_GT(fit.bandwidth, 1e9);
+  EXPECT_LT(fit.bandwidth, 1.1e9);
+}
+
+TEST(FitRingLink, RefusesWhatCannotBeFitted) {
+  EXPECT_THAT(
+      [] {
+        (void)fit_ring_link(CommOp::kAllReduce, 2, {{4, 1e-4}, {4, 2e-4}});
+      },
+      ThrowsMessage<InvalidConfig>(
+          HasSubstr("link fit of all-reduce: samples: expected at least 2 distinct "
+                    "sizes, got 1")));
+  EXPECT_THAT(
+      [] {
+        (void)fit_ring_link(CommOp::kAllReduce, 1, {{4, 1e-4}, {8, 2e-4}});
+      },
+      ThrowsMessage<InvalidConfig>(HasSubstr("ranks: expected at least 2, got 1")));
+  EXPECT_THAT(
+      [] {
+        (void)fit_ring_link(CommOp::kAllReduce, 2, {{4, 0.0}, {8, 2e-4}});
+      },
+      ThrowsMessage<InvalidConfig>(
+          HasSubstr("samples[0].seconds: expected a positive number, got 0")));
+  // Larger messages faster than smaller ones: no positive bandwidth.
+  EXPECT_THAT(
+      [] {
+        (void)fit_ring_link(CommOp::kAllReduce, 2, {{4, 1e-3}, {kMiB, 1e-4}});
+      },
+      ThrowsMessage<InvalidConfig>(HasSubstr("the samples give no positive bandwidth")));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using ::testing::ThrowsMessage;
 
@@ -197,6 +198,66 @@ TEST(CostProfileJson, WritingRejectsNegativeOrNonFiniteTimes) {
                   AllOf(HasSubstr("invalid profile: 2 problems"),
                         HasSubstr("compute[0].time_ms: expected a number >= 0, got nan"),
                         HasSubstr("p2p[0].time_ms: expected a number >= 0, got -1.0"))));
+}
+
+// Issue 17: the measured compute slow-down during communication is one optional number, written
+// after "hardware" only when set, read back exactly.
+TEST(CostProfileJson, SlowdownIsWrittenAfterTheHardwareAndRoundTrips) {
+  CostProfile p;
+  p.hardware = "cpu";
+  p.compute_slowdown_during_comm = 0.116;
+  p.set_p2p(4, true, 1e-3);
+  const std::string text = to_json(p);
+  EXPECT_THAT(text, StartsWith("{\n  \"hardware\": \"cpu\",\n"
+                               "  \"compute_slowdown_during_comm\": 0.116,\n  \"compute\": []"));
+  EXPECT_EQ(cost_profile_from_json(text), p);
+  // Values that print with many digits still read back to the same double.
+  for (const double s : {0.0, 1.0 / 3, 0.1 + 0.2, 1e-300, 10.0}) {
+    p.compute_slowdown_during_comm = s;
+    EXPECT_EQ(cost_profile_from_json(to_json(p)).compute_slowdown_during_comm, s);
+  }
+  EXPECT_EQ(cost_profile_from_json(R"({"p2p": []})").compute_slowdown_during_comm, std::nullopt);
+  EXPECT_THAT(to_json(CostProfile{}), Not(HasSubstr("slowdown")));
+  // The communication slow-down follows the compute one, under the same rules.
+  p.compute_slowdown_during_comm = 0.5;
+  p.comm_slowdown_during_compute = 0.75;
+  EXPECT_THAT(to_json(p), HasSubstr("  \"compute_slowdown_during_comm\": 0.5,\n"
+                                    "  \"comm_slowdown_during_compute\": 0.75,\n"));
+  EXPECT_EQ(cost_profile_from_json(to_json(p)), p);
+  expect_parse_error(R"({"comm_slowdown_during_compute": 11})",
+                     "comm_slowdown_during_compute: expected a number between 0 and 10, got 11");
+}
+
+TEST(CostProfileJson, RejectsASlowdownOutsideZeroToTen) {
+  expect_parse_error(R"({"compute_slowdown_during_comm": -0.1})",
+                     "prof.json: compute_slowdown_during_comm: expected a number between 0 and "
+                     "10, got -0.1");
+  expect_parse_error(R"({"compute_slowdown_during_comm": 12})",
+                     "compute_slowdown_during_comm: expected a number between 0 and 10, got 12");
+  expect_parse_error(R"({"compute_slowdown_during_comm": "0.1"})",
+                     "compute_slowdown_during_comm: expected a number between 0 and 10, got "
+                     "\"0.1\"");
+  expect_parse_error(R"({"compute_slowdown_during_comm": null})",
+                     "compute_slowdown_during_comm: expected a number between 0 and 10, got null");
+  CostProfile p;
+  p.compute_slowdown_during_comm = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_THAT([&] { (void)to_json(p); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "invalid profile: compute_slowdown_during_comm: expected a number between 0 "
+                  "and 10, got nan")));
+  p.compute_slowdown_during_comm = 10.5;
+  EXPECT_THROW((void)to_json(p), InvalidConfig);
+}
+
+TEST(CostProfileJson, AMisspelledSlowdownIsAnUnknownKey) {
+  Diagnostics diagnostics;
+  const CostProfile p =
+      cost_profile_from_json(R"({"compute_slowdown_during_com": 0.1})", "prof.json", &diagnostics);
+  EXPECT_EQ(p.compute_slowdown_during_comm, std::nullopt);
+  ASSERT_EQ(diagnostics.count("unknown_key"), 1U);
+  EXPECT_THAT(diagnostics.messages().front(),
+              AllOf(StartsWith("compute_slowdown_during_com: unknown key"),
+                    HasSubstr("did you mean \"compute_slowdown_during_comm\"")));
 }
 
 // Issue 14: a profiled time beyond a day is refused at its JSON path, with the limit.

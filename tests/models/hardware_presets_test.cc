@@ -116,28 +116,37 @@ TEST(HardwarePresets, LatenciesAreMicrobenchmarkScale) {
   }
 }
 
-// cpu-local is compiled in from the measured profile; it must be exactly the file's "hardware"
+// cpu-local is compiled in from the measured document; it must be exactly the file's "hardware"
 // object (a stale build or a botched embedding would show here), and the file must say how and
-// where it was measured.
+// where it was measured: by `metron profile --sweep` (issue 17).
 TEST(HardwarePresets, CpuLocalIsTheMeasuredProfileInTheRepository) {
   const std::string path = std::string(METRON_SOURCE_DIR) + "/models/profiles/cpu-local.json";
   const nlohmann::json document = nlohmann::json::parse(read_file(path));
   EXPECT_EQ(hardware_preset("cpu-local"), hardware_from_json(document.at("hardware").dump(), path));
+  EXPECT_EQ(hardware_preset("cpu-local"), hardware_from_file_json(read_file(path), path));
   const nlohmann::json& measurement = document.at("measurement");
-  EXPECT_EQ(measurement.at("command"), "/usr/bin/python3 scripts/measure_cpu_local.py");
+  EXPECT_THAT(measurement.at("command").get<std::string>(),
+              ::testing::StartsWith("metron profile --sweep"));
   EXPECT_TRUE(measurement.contains("date"));
   EXPECT_TRUE(measurement.contains("machine"));
 }
 
-// What the measurement script asserts about a CPU: its peaks are achieved throughput, so no
-// efficiency factor and no GPU tile/wave quantization on top.
+// What the sweep asserts about a CPU (Note [hardware sweep]): its peaks are achieved throughput,
+// so no efficiency factor and no GPU tile/wave quantization on top; every dtype runs at fp32's
+// speed, since the CPU backend computes every dtype in fp32; one node, on the loopback.
 TEST(HardwarePresets, CpuLocalPeaksAreMeasuredThroughput) {
   const HardwareSpec& cpu = hardware_preset("cpu-local");
   EXPECT_EQ(cpu.gpu.sm_count, 0);
   EXPECT_EQ(cpu.gpu.gemm_efficiency, 1.0);
   EXPECT_EQ(cpu.gpu.memory_efficiency, 1.0);
-  EXPECT_TRUE(cpu.gpu.peak(Precision::kFp32).has_value());
+  ASSERT_TRUE(cpu.gpu.peak(Precision::kFp32).has_value());
+  for (const Precision p : {Precision::kBf16, Precision::kFp16, Precision::kFp8}) {
+    EXPECT_EQ(cpu.gpu.peak(p), cpu.gpu.peak(Precision::kFp32)) << to_string(p);
+  }
   EXPECT_EQ(cpu.inter_node.topology, "loopback");
+  EXPECT_EQ(cpu.inter_node.bandwidth, cpu.intra_node.bandwidth);
+  EXPECT_EQ(cpu.inter_node.latency, cpu.intra_node.latency);
+  EXPECT_EQ(cpu.hardware_queues, 8);
 }
 
 TEST(HardwarePresets, UnknownNameListsThePresetsAndSuggestsACloseOne) {

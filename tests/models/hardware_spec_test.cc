@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
 
 namespace metron::models {
@@ -307,6 +308,41 @@ TEST(HardwareJson, RejectsANameThatIsNotUtf8WhenWriting) {
   spec.name = "bad\xff";
   EXPECT_THAT([&] { (void)to_json(spec); },
               ThrowsMessage<InvalidConfig>(HasSubstr("cannot write JSON: invalid UTF-8")));
+}
+
+// Issue 17: a hardware file is a spec or the document `metron profile --sweep` writes, whose
+// "hardware" is the spec and whose "measurement" is not read.
+TEST(HardwareFileJson, ReadsABareSpecAndAMeasuredDocumentAlike) {
+  EXPECT_EQ(hardware_from_file_json(json_with(""), "hw.json"), small());
+  const std::string document = R"({"hardware": )" + json_with("") +
+                               R"(, "measurement": {"command": "metron profile --sweep",)"
+                               R"( "grid": [1, 2, {"anything": true}]}})";
+  Diagnostics diagnostics;
+  EXPECT_EQ(hardware_from_file_json(document, "hw.json", &diagnostics), small());
+  EXPECT_EQ(diagnostics.count("unknown_key"), 0U);  // inside "measurement" nothing is a key
+  EXPECT_EQ(hardware_from_file_json(R"({"hardware": )" + json_with("") + "}", "hw.json"), small());
+}
+
+TEST(HardwareFileJson, ADocumentsErrorsNameTheirPathUnderHardware) {
+  const auto read = [](const std::string& text) {
+    return [text] { (void)hardware_from_file_json(text, "doc.json"); };
+  };
+  EXPECT_THAT(read(R"({"hardware": )" + json_with(R"(,"gpus_per_node":0)") + "}"),
+              ThrowsMessage<ParseError>(HasSubstr(
+                  "doc.json: hardware.gpus_per_node: expected a positive integer, got 0")));
+  EXPECT_THAT(
+      read(R"({"hardware": 3})"),
+      ThrowsMessage<ParseError>(HasSubstr("doc.json: hardware: expected an object, got 3")));
+  EXPECT_THAT(read(R"({"hardware": )" + json_with("") + R"(, "measurement": "today"})"),
+              ThrowsMessage<ParseError>(
+                  HasSubstr("doc.json: measurement: expected an object, got \"today\"")));
+  Diagnostics diagnostics;
+  (void)hardware_from_file_json(
+      R"({"hardware": )" + json_with(R"(,"rack":"a")") + R"(, "measurment": {}})", "doc.json",
+      &diagnostics);
+  EXPECT_THAT(diagnostics.messages(),
+              UnorderedElementsAre(::testing::StartsWith("measurment: unknown key"),
+                                   ::testing::StartsWith("hardware.rack: unknown key")));
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <ATen/ops/ones.h>
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <compare>
@@ -296,5 +297,7 @@ void TorchCompute::prepare(const ir::Compute& compute) {
 }
 
 std::string_view TorchCompute::compute_dtype_name() { return "fp32"; }
+
+std::string_view TorchCompute::library_version() { return TORCH_VERSION; }
 
 }  // namespace metron::exec

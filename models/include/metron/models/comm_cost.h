@@ -61,6 +61,25 @@ struct Link {
 double flat_collective_time(CommOp op, std::int64_t bytes, std::int64_t ranks, const Link& link,
                             CommAlgorithm algorithm = CommAlgorithm::kAuto);
 
+/// One measured collective: `bytes` (nccl-tests convention) took `seconds`.
+struct CommSample {
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
+/// The link whose ring time for `op` on `ranks` ranks (Note [collective costs]: t = a·α + b·S/β
+/// with the ring's a and b) fits `samples` best relative to each time: least squares of
+/// (t − t_i) / t_i, so that 4-byte and 64 MiB messages count alike. When the best fit has α < 0
+/// (latency lost in noise), α is 0 and β is refitted alone. For an all-reduce on 2 ranks the
+/// ring is also what CommAlgorithm::kAuto prices (the tree's 2α + 2S/β is never faster), so the
+/// fitted link reproduces the samples through CommModel::collective_time. Throws InvalidConfig
+/// for ranks < 2, fewer than two distinct sizes, a negative size or a time that is not positive
+/// and finite, or samples that give no positive bandwidth.
+/// @code
+///   Link l = fit_ring_link(CommOp::kAllReduce, 2, {{4, 105e-6}, {1 << 26, 37e-3}});
+/// @endcode
+Link fit_ring_link(CommOp op, std::int64_t ranks, const std::vector<CommSample>& samples);
+
 /// One phase of a hierarchical collective.
 struct CommPhase {
   CommOp op = CommOp::kAllReduce;

@@ -4,8 +4,8 @@
 //   dgx-h100    8x H100-SXM5-80GB, NVLink4, 8x ConnectX-7 400 Gb/s
 //   h200-node   8x H200-SXM-141GB, H100's compute and fabric, HBM3e
 // and the machine the CPU backend runs on, from a measured profile:
-//   cpu-local   libtorch CPU matmul and copy throughput, Gloo loopback latency and bandwidth,
-//               measured by scripts/measure_cpu_local.py into models/profiles/cpu-local.json
+//   cpu-local   libtorch CPU GEMM and element-wise throughput, Gloo loopback latency and
+//               bandwidth, measured by `metron profile --sweep` into models/profiles/cpu-local.json
 
 #include <span>
 #include <string_view>

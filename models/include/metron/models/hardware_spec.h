@@ -127,4 +127,17 @@ std::string to_json(const HardwareSpec& spec);
 HardwareSpec hardware_from_json(std::string_view text, const std::string& source = "<json>",
                                 Diagnostics* diagnostics = nullptr);
 
+/// Reads a hardware file in either form: a bare spec, as hardware_from_json, or a measured
+/// document (Note [measured hardware]), which `metron profile --sweep` writes and
+/// models/profiles/cpu-local.json is:
+///
+///   {"hardware": {...a spec...},
+///    "measurement": {"command": "metron profile --sweep ...", "date": "...", ...}}
+///
+/// "measurement" is optional and free-form (an object; its contents are not read). Errors as
+/// hardware_from_json, with the document's paths ("hardware.gpu.hbm_bandwidth: ..."); unknown keys
+/// at the top level and in the spec are counted in `diagnostics`.
+HardwareSpec hardware_from_file_json(std::string_view text, const std::string& source = "<json>",
+                                     Diagnostics* diagnostics = nullptr);
+
 }  // namespace metron::models

@@ -39,10 +39,6 @@ struct Evaluation {
   std::vector<double> peak_memory_bytes;         ///< per simulated rank
 };
 
-/// The simulator's options for `scenario`: its hardware's slow-downs during overlap. Every
-/// simulation of a scenario's step (evaluate, `metron run --compare`) takes them from here.
-sim::SimOptions sim_options(const Scenario& scenario);
-
 /// Builds and simulates `scenario`. Throws InvalidConfig for what cannot be built and
 /// sim::SimulationDeadlock (with the partial result) when the step cannot finish.
 Evaluation evaluate(const Scenario& scenario, Replication replication = Replication::kSymmetric);

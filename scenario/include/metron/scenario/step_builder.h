@@ -24,12 +24,16 @@
 //      receives the stage costs' p2p; a collective `count` times the communication model's time
 //      for bytes/count over the real placement of its group's kind (comm_groups.h,
 //      group_placement.h); host waits 0.
+//   5. The slow-downs during overlap the simulator applies (compute during communication and
+//      communication during compute): the profile's measured ones when the scenario's profile
+//      gives them (cost_profile.h), else the hardware's.
 
 #include <cstdint>
 #include <vector>
 
 #include "metron/ir/graph.h"
 #include "metron/ir/graph_builder.h"
+#include "metron/models/group_placement.h"
 #include "metron/models/stage_costs.h"
 #include "metron/scenario/scenario.h"
 #include "metron/sim/simulator.h"
@@ -59,6 +63,22 @@ struct Step {
   std::int32_t replicas = 1;  ///< data-parallel replicas in the graph
   /// Weights + gradients + optimizer state per pipeline rank (bytes; 0 without a model).
   std::vector<double> state_bytes;
+  /// By GroupId: the placement each group's collectives are charged for (step 4), the one the
+  /// communication model and a profile's entries are looked up with.
+  std::vector<models::GroupPlacement> group_placements;
+  /// Whether sends and receives are charged as transfers inside one node (models::
+  /// ParallelGroups::pp_neighbours_share_node), as a profile's p2p entries are looked up.
+  bool p2p_same_node = false;
+  /// What sim::SimOptions::compute_slowdown_during_comm takes for this step (step 5).
+  double compute_slowdown_during_comm = 0;
+  /// What sim::SimOptions::comm_slowdown_during_compute takes for this step (step 5).
+  double comm_slowdown_during_compute = 0;
+
+  /// The simulator's options for this step.
+  [[nodiscard]] sim::SimOptions sim_options() const {
+    return {.compute_slowdown_during_comm = compute_slowdown_during_comm,
+            .comm_slowdown_during_compute = comm_slowdown_during_compute};
+  }
 };
 
 /// Builds the step of Note [building a step]. Throws InvalidConfig for a scenario that cannot be

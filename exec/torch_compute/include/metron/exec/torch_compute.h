@@ -74,6 +74,9 @@ class TorchCompute {
   /// The dtype the operations really run in, for the result ("fp32": see the Note).
   static std::string_view compute_dtype_name();
 
+  /// The libtorch version the operations run on ("1.13.0"), for measurement records.
+  static std::string_view library_version();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,143 @@
+// What build_step charges communication with (issue 17): each group's placement, a measured
+// profile's collective and p2p entries looked up with it, and the profile's compute slow-down in
+// place of the hardware's.
+
+#include "metron/scenario/step_builder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <tuple>
+#include <variant>
+
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/scenario/evaluation.h"
+
+namespace metron::scenario {
+namespace {
+
+/// GPT-3 125M at sequence 128 on DGX H100s (8 GPUs a node), 1F1B with 4 microbatches.
+Scenario gpt_125m(std::int64_t tp, std::int64_t pp, std::int64_t dp) {
+  Scenario s = default_scenario();
+  s.model = models::model_preset("gpt3-125m");
+  s.hardware = models::hardware_preset("dgx-h100");
+  s.gpus.reset();
+  s.parallel = {.tp = tp, .pp = pp, .dp = dp, .microbatch_size = 1, .seq_len = 128};
+  s.parallel.num_microbatches = 4;
+  s.schedule = {.name = "1f1b"};
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDdp};
+  return s;
+}
+
+models::CommOp comm_op(ir::CollectiveOp op) {
+  switch (op) {
+    case ir::CollectiveOp::kAllReduce:
+      return models::CommOp::kAllReduce;
+    case ir::CollectiveOp::kReduceScatter:
+      return models::CommOp::kReduceScatter;
+    case ir::CollectiveOp::kAllGather:
+      return models::CommOp::kAllGather;
+    case ir::CollectiveOp::kReduce:
+      return models::CommOp::kReduce;
+    case ir::CollectiveOp::kBroadcast:
+      return models::CommOp::kBroadcast;
+    case ir::CollectiveOp::kAllToAll:
+      return models::CommOp::kAllToAll;
+  }
+  return models::CommOp::kAllReduce;
+}
+
+TEST(StepBuilder, GroupsArePlacedAsTheirKindSitsOnTheNodes) {
+  // tp 4 × dp 4 × pp 2 in Megatron's order (tp fastest): a tp group is 4 neighbours, inside one
+  // 8-GPU node; a dp group is ranks 4 apart, {0, 4, 8, 12}: two nodes of two.
+  const Step step = build_step(gpt_125m(4, 2, 4));
+  ASSERT_EQ(step.group_placements.size(), step.graph.data().groups.size());
+  int tp = 0;
+  int dp = 0;
+  for (std::size_t g = 0; g < step.group_placements.size(); ++g) {
+    const std::string& name = step.graph.data().groups[g].name;
+    const models::GroupPlacement placement = step.group_placements[g];
+    if (name.starts_with("tp")) {
+      EXPECT_EQ(placement, (models::GroupPlacement{.ranks = 4, .nodes = 1})) << name;
+      ++tp;
+    } else if (name.starts_with("dp")) {
+      EXPECT_EQ(placement, (models::GroupPlacement{.ranks = 4, .nodes = 2})) << name;
+      ++dp;
+    }
+  }
+  EXPECT_GT(tp, 0);
+  EXPECT_GT(dp, 0);
+  // Pipeline neighbours are tp·dp = 16 ranks apart: never in one node.
+  EXPECT_FALSE(step.p2p_same_node);
+  EXPECT_TRUE(build_step(gpt_125m(2, 2, 1)).p2p_same_node);  // 4 ranks fit in one node
+}
+
+TEST(StepBuilder, AProfilesCollectiveAndP2pEntriesAreChargedExactly) {
+  Scenario s = gpt_125m(2, 2, 2);
+  const Step plain = build_step(s);
+  // A distinct time for every distinct (op, placement, bytes per call), 1 µs apart; 7 µs for the
+  // pipeline's transfers.
+  models::CostProfile profile;
+  std::map<std::tuple<models::CommOp, std::int64_t, std::int64_t, std::int64_t>, sim::Time> time;
+  std::int64_t sends = 0;
+  for (const ir::Task& t : plain.graph.tasks()) {
+    if (const auto* c = std::get_if<ir::Collective>(&t.op)) {
+      const models::GroupPlacement where = plain.group_placements[c->group.index()];
+      const auto key =
+          std::make_tuple(comm_op(c->op), where.ranks, where.nodes, c->bytes / c->count);
+      if (time.contains(key)) continue;
+      time[key] = static_cast<sim::Time>(time.size() + 1) * 1000;
+      profile.set_collective(comm_op(c->op), where, c->bytes / c->count,
+                             static_cast<double>(time[key]) * 1e-9);
+    } else if (const auto* send = std::get_if<ir::Send>(&t.op)) {
+      profile.set_p2p(send->bytes, plain.p2p_same_node, 7e-6);
+      ++sends;
+    }
+  }
+  ASSERT_GE(time.size(), 2U);  // tensor- and data-parallel collectives
+  ASSERT_GT(sends, 0);
+  s.profile = profile;
+  const Step profiled = build_step(s);
+  int collectives = 0;
+  for (std::int32_t i = 0; i < profiled.graph.num_tasks(); ++i) {
+    const ir::Task& t = profiled.graph.task(ir::TaskId{i});
+    const sim::Time d = profiled.durations[static_cast<std::size_t>(i)];
+    if (const auto* c = std::get_if<ir::Collective>(&t.op)) {
+      const models::GroupPlacement where = profiled.group_placements[c->group.index()];
+      // A task standing for `count` calls pays each call's measured time.
+      EXPECT_EQ(d, c->count * time.at(std::make_tuple(comm_op(c->op), where.ranks, where.nodes,
+                                                      c->bytes / c->count)))
+          << profiled.graph.describe(ir::TaskId{i});
+      ++collectives;
+    } else if (t.kind() == ir::TaskKind::kSend || t.kind() == ir::TaskKind::kRecv) {
+      EXPECT_EQ(d, 7000) << profiled.graph.describe(ir::TaskId{i});
+    }
+  }
+  EXPECT_GT(collectives, 0);
+}
+
+TEST(StepBuilder, AProfilesSlowdownReplacesTheHardwares) {
+  Scenario s = gpt_125m(1, 2, 2);
+  s.hardware.compute_slowdown_during_comm = 0.05;
+  EXPECT_EQ(build_step(s).compute_slowdown_during_comm, 0.05);
+  s.profile = models::CostProfile{};
+  EXPECT_EQ(build_step(s).compute_slowdown_during_comm, 0.05);  // a profile without one
+  s.profile->compute_slowdown_during_comm = 0.0;
+  EXPECT_EQ(build_step(s).compute_slowdown_during_comm, 0.0);  // measured: none
+  s.profile->compute_slowdown_during_comm = 3.0;
+  const Step step = build_step(s);
+  EXPECT_EQ(step.compute_slowdown_during_comm, 3.0);
+  // evaluate() simulates with it: the same makespan as the simulator given 3.0 by hand, and
+  // longer than without a slow-down, since data-parallel reductions overlap the backward.
+  const Evaluation e = evaluate(s);
+  EXPECT_EQ(
+      e.result.makespan,
+      sim::simulate(step.graph, step.durations, {.compute_slowdown_during_comm = 3.0}).makespan);
+  EXPECT_GT(e.result.makespan, sim::simulate(step.graph, step.durations, {}).makespan);
+}
+
+}  // namespace
+}  // namespace metron::scenario

@@ -5,12 +5,17 @@
 //     is OpCost::profile_key()'s ("gemm:MxNxK", "batched-gemm:BxMxNxK", "elementwise:NAME:N") at
 //     the dtype the graph gives it, so the cost model finds the measured time for exactly the op
 //     it would have priced (and prices everything else as before).
-//   - One repetition is timed at a time (count 1), `--warmup` untimed first, then the median of
-//     `--repetitions`: the cost model charges an op once per layer.
-//   - Collectives, transfers and the compute slow-down during communication are measured for
-//     real in one process per rank (Note [profiling communication]); rank 0 then times the
-//     compute operations as above and writes the profile. A graph without communication is
-//     profiled in this process.
+//   - Where: in one process per rank, each rank timing the distinct compute tasks of its own
+//     issue order at the same time as the others (Note [communication benchmark]): ranks share
+//     this machine's cores, caches and memory in a run, and an operation measured alone runs
+//     ~10 % faster than it does there.
+//   - How: each operation of a task in the task's order, one run of it with its count (as the
+//     executor runs it), timed and divided by the count: the cost model charges an op once per
+//     layer, and the op finds the caches as its task leaves them (timed alone and repeated, a
+//     GEMM whose weights stay cached looks up to 30 % faster). `--warmup` repetitions untimed,
+//     then `--repetitions`; the time is the median of every sample of the key, all ranks.
+//   - Collectives, transfers and the slow-downs during overlap are measured next in the same
+//     processes (Note [profiling communication]); rank 0 writes the profile.
 //   - `--sweep` measures the machine instead of a graph (Note [hardware sweep]).
 
 #include "profile_command.h"
@@ -79,12 +84,14 @@ struct TimedOperation {
   ir::Operation op;
 };
 
-/// The distinct operation lists of the graph's compute tasks, rank by rank in issue order, each
-/// with its priced operations (Note [profiling compute]).
-std::vector<std::vector<TimedOperation>> distinct_task_operations(const ir::Graph& graph) {
-  std::vector<std::vector<TimedOperation>> out;
-  std::set<std::vector<std::pair<std::string, std::int32_t>>> seen;  // (key, count) per op
+/// By rank, the distinct operation lists of its compute tasks in issue order, each with its
+/// priced operations (Note [profiling compute]).
+std::vector<std::vector<std::vector<TimedOperation>>> distinct_task_operations(
+    const ir::Graph& graph) {
+  std::vector<std::vector<std::vector<TimedOperation>>> out(
+      static_cast<std::size_t>(graph.num_ranks()));
   for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
+    std::set<std::vector<std::pair<std::string, std::int32_t>>> seen;  // (key, count) per op
     for (const ir::TaskId id : graph.issue_order(ir::RankId{r})) {
       const auto* compute = std::get_if<ir::Compute>(&graph.task(id).op);
       if (compute == nullptr) continue;
@@ -98,35 +105,40 @@ std::vector<std::vector<TimedOperation>> distinct_task_operations(const ir::Grap
         signature.emplace_back(
             ops.back().key.first + ":" + std::string(models::to_string(*precision)), op.count);
       }
-      if (!ops.empty() && seen.insert(std::move(signature)).second) out.push_back(std::move(ops));
+      if (!ops.empty() && seen.insert(std::move(signature)).second) {
+        out[static_cast<std::size_t>(r)].push_back(std::move(ops));
+      }
     }
   }
   return out;
 }
 
-/// Times every operation of `tasks` (Note [profiling compute]) into `profile`, publishing each
-/// repetition on `status`.
-void measure_compute(const std::vector<std::vector<TimedOperation>>& tasks, const ProfileFlags& o,
-                     models::CostProfile& profile, const exec::BenchmarkStatus& status) {
-  exec::TorchCompute compute({.intra_op_threads = o.threads});
-  for (const auto& ops : tasks) {
-    for (const TimedOperation& t : ops) compute.prepare(ir::Compute{.operations = {t.op}});
-  }
-  std::map<std::pair<std::string, models::Precision>, std::vector<double>> samples;
-  for (std::int32_t rep = -o.warmup; rep < o.repetitions; ++rep) {
-    status("timing the compute operations, repetition " + std::to_string(rep + o.warmup + 1));
+/// The compute part of the benchmark: each rank's operation lists.
+std::vector<std::vector<ir::Compute>> benchmark_compute(
+    const std::vector<std::vector<std::vector<TimedOperation>>>& by_rank) {
+  std::vector<std::vector<ir::Compute>> out;
+  for (const auto& tasks : by_rank) {
+    auto& compute = out.emplace_back();
     for (const auto& ops : tasks) {
-      for (const TimedOperation& t : ops) {
-        const ir::Compute one{.operations = {t.op}};
-        const auto start = std::chrono::steady_clock::now();
-        compute.run(one);
-        const double seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        if (rep >= 0) samples[t.key].push_back(seconds / t.op.count);
-      }
+      ir::Compute& task = compute.emplace_back();
+      for (const TimedOperation& t : ops) task.operations.push_back(t.op);
     }
-    if (rep >= 0) {
-      std::cerr << fmt::format("metron profile: repetition {}/{} done\n", rep + 1, o.repetitions);
+  }
+  return out;
+}
+
+/// Every operation's samples from every rank that ran it, by key; the median of each goes into
+/// `profile`.
+void add_compute(const std::vector<std::vector<std::vector<TimedOperation>>>& by_rank,
+                 const exec::CommMeasurement& measured, models::CostProfile& profile) {
+  std::map<std::pair<std::string, models::Precision>, std::vector<double>> samples;
+  for (std::size_t r = 0; r < by_rank.size(); ++r) {
+    for (std::size_t t = 0; t < by_rank[r].size(); ++t) {
+      for (std::size_t o = 0; o < by_rank[r][t].size(); ++o) {
+        const std::vector<double>& s = measured.compute_seconds.at(r).at(t).at(o);
+        std::vector<double>& all = samples[by_rank[r][t][o].key];
+        all.insert(all.end(), s.begin(), s.end());
+      }
     }
   }
   for (const auto& [key, seconds] : samples) {
@@ -141,42 +153,37 @@ void run_profile(const ProfileFlags& o) {
   const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
   const scenario::Step step = executable_step(scenario);
   const auto tasks = distinct_task_operations(step.graph);
-  if (tasks.empty()) {
+  if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
     throw InvalidConfig(
         "the step's compute tasks list no operations (a scenario with explicit "
         "costs); expected a model to profile");
   }
-  const CommunicationPlan comm = plan_communication(step, {.warmup = o.warmup,
-                                                           .repetitions = o.repetitions,
-                                                           .threads = o.threads,
-                                                           .slowdown_seconds = o.slowdown_seconds});
-  // Rank 0's part once the communication is measured (or at once without any).
-  const auto finish = [&](const exec::CommMeasurement* measured,
-                          const exec::BenchmarkStatus& status) {
-    models::CostProfile profile;
-    profile.hardware = scenario.hardware.name + " (measured by metron profile on the " + o.backend +
-                       " backend, " + std::string(exec::TorchCompute::compute_dtype_name()) + ")";
-    measure_compute(tasks, o, profile, status);
-    if (measured != nullptr) add_communication(comm, *measured, profile);
-    write_outputs({{o.output, models::to_json(profile)}}, {});
-    std::cout << "metron profile: " << profile.size() - comm.collectives.size() - comm.p2p.size()
-              << " compute operations, " << comm.collectives.size() << " collectives and "
-              << comm.p2p.size() << " transfer sizes measured on the " << o.backend
-              << " backend (median of " << o.repetitions << ") -> " << o.output
-              << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
-  };
-  if (comm.empty()) {
-    finish(nullptr, [](std::string_view) {});
-    return;
-  }
+  CommunicationPlan comm = plan_communication(step, {.warmup = o.warmup,
+                                                     .repetitions = o.repetitions,
+                                                     .threads = o.threads,
+                                                     .slowdown_seconds = o.slowdown_seconds});
+  comm.benchmark.compute = benchmark_compute(tasks);
   std::cerr << fmt::format(
-      "metron profile: {} ranks measure {} collectives, {} transfer sizes and the compute "
-      "slow-down; then rank 0 times the compute operations\n",
+      "metron profile: {} ranks time their compute operations at once, then {} collectives, {} "
+      "transfer sizes and the slow-downs\n",
       step.graph.num_ranks(), comm.collectives.size(), comm.p2p.size());
-  launch_benchmark(comm.benchmark, step.graph.num_ranks(), timeout_of(o),
-                   [&](const exec::CommMeasurement& measured, const exec::BenchmarkStatus& status) {
-                     finish(&measured, status);
-                   });
+  launch_benchmark(
+      comm.benchmark, step.graph.num_ranks(), timeout_of(o),
+      [&](const exec::CommMeasurement& measured, const exec::BenchmarkStatus&) {
+        models::CostProfile profile;
+        profile.hardware = scenario.hardware.name + " (measured by metron profile on the " +
+                           o.backend + " backend, " +
+                           std::string(exec::TorchCompute::compute_dtype_name()) + ")";
+        add_compute(tasks, measured, profile);
+        if (!comm.empty()) add_communication(comm, measured, profile);
+        write_outputs({{o.output, models::to_json(profile)}}, {});
+        std::cout << "metron profile: "
+                  << profile.size() - comm.collectives.size() - comm.p2p.size()
+                  << " compute operations, " << comm.collectives.size() << " collectives and "
+                  << comm.p2p.size() << " transfer sizes measured on the " << o.backend
+                  << " backend (median of " << o.repetitions << ") -> " << o.output
+                  << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
+      });
 }
 
 /// The flags --sweep takes; every other one describes a scenario, which a sweep has none of.

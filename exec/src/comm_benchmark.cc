@@ -10,6 +10,7 @@
 #include <cmath>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -88,6 +89,10 @@ void check(const CommBenchmark& b, std::int32_t world) {
     throw InvalidConfig("communication benchmark: expected repetitions >= 1 and warmup >= 0, got " +
                         std::to_string(b.repetitions) + " and " + std::to_string(b.warmup));
   }
+  if (std::ssize(b.compute) > world) {
+    throw InvalidConfig("communication benchmark: compute for " + std::to_string(b.compute.size()) +
+                        " ranks in a world of " + std::to_string(world));
+  }
   for (std::size_t i = 0; i < b.collectives.size(); ++i) {
     check_collective(b.collectives[i], b, "collective " + std::to_string(i));
   }
@@ -121,6 +126,7 @@ class BenchmarkRank {
   void abandon() { static_cast<void>(world_.release()); }
 
   std::optional<CommMeasurement> run() {
+    guarded("timing this rank's compute operations", [&] { time_compute(); });
     for (std::size_t i = 0; i < b_.collectives.size(); ++i) {
       guarded(describe(b_.collectives[i]), [&] { time_collective(i); });
     }
@@ -178,6 +184,52 @@ class BenchmarkRank {
   }
   static std::string load_key(std::int64_t round) {
     return "metron/benchmark/load/" + std::to_string(round);
+  }
+
+  static std::string compute_key(std::int32_t rank) {
+    return "metron/benchmark/compute/" + std::to_string(rank);
+  }
+
+  [[nodiscard]] const std::vector<ir::Compute>& my_compute() const {
+    static const std::vector<ir::Compute> kNone;
+    const auto r = static_cast<std::size_t>(rank_);
+    return r < b_.compute.size() ? b_.compute[r] : kNone;
+  }
+
+  /// Note [communication benchmark], compute: this rank's operations, while the others time
+  /// theirs. Samples are stored operation by operation, each with its `repetitions` times.
+  void time_compute() {
+    const std::vector<ir::Compute>& tasks = my_compute();
+    std::optional<TorchCompute> torch;
+    std::size_t operations = 0;
+    if (!tasks.empty()) {
+      torch.emplace(TorchCompute::Options{.intra_op_threads = b_.intra_op_threads});
+      for (const ir::Compute& task : tasks) {
+        for (const ir::Operation& op : task.operations) {
+          torch->prepare(ir::Compute{.operations = {op}});
+          ++operations;
+        }
+      }
+    }
+    std::vector<std::vector<double>> samples(operations);
+    for (std::int32_t rep = -b_.warmup; rep < b_.repetitions; ++rep) {
+      world_->barrier();
+      report("timing this rank's compute operations, repetition " +
+             std::to_string(rep + b_.warmup + 1));
+      std::size_t j = 0;
+      for (const ir::Compute& task : tasks) {
+        for (const ir::Operation& op : task.operations) {
+          const ir::Compute one{.operations = {op}};
+          const Clock::time_point start = Clock::now();
+          torch->run(one);
+          if (rep >= 0) samples[j].push_back(seconds_since(start) / std::max(1, op.count));
+          ++j;
+        }
+      }
+    }
+    std::vector<double> flat;
+    for (const std::vector<double>& s : samples) flat.insert(flat.end(), s.begin(), s.end());
+    if (!tasks.empty()) world_->store_set(compute_key(rank_), encode(flat));
   }
 
   void time_collective(std::size_t i) {
@@ -347,6 +399,23 @@ class BenchmarkRank {
 
   CommMeasurement gather() {
     CommMeasurement m;
+    for (std::size_t r = 0; r < b_.compute.size(); ++r) {
+      auto& by_task = m.compute_seconds.emplace_back();
+      if (b_.compute[r].empty()) continue;
+      const std::vector<double> flat =
+          decode(world_->store_get(compute_key(static_cast<std::int32_t>(r))));
+      std::size_t at = 0;
+      const auto reps = static_cast<std::size_t>(b_.repetitions);
+      for (const ir::Compute& task : b_.compute[r]) {
+        auto& by_op = by_task.emplace_back();
+        for (std::size_t o = 0; o < task.operations.size(); ++o) {
+          METRON_ASSERT(at + reps <= flat.size(), "every operation's repetitions");
+          by_op.emplace_back(flat.begin() + static_cast<std::ptrdiff_t>(at),
+                             flat.begin() + static_cast<std::ptrdiff_t>(at + reps));
+          at += reps;
+        }
+      }
+    }
     for (std::size_t i = 0; i < b_.collectives.size(); ++i) {
       std::vector<std::vector<double>> per_member;
       for (const std::int32_t member : members(b_.collectives[i])) {

@@ -108,7 +108,7 @@ TEST_F(Profile, ListsExactlyTheGraphsDistinctCollectivesAndTransfers) {
       metron("profile " + flags(path("hw.json"), 2, 2, 1) +
              " --repetitions 1 --warmup 0 --slowdown-seconds 0 -o " + path("profile.json"));
   ASSERT_EQ(p.code, 0) << p.err;
-  EXPECT_THAT(p.err, HasSubstr("metron profile: 4 ranks measure"));
+  EXPECT_THAT(p.err, HasSubstr("metron profile: 4 ranks time their compute operations at once"));
   const Json profile = Json::parse(read_file(path("profile.json")));
   std::set<Key> want;
   for (const auto& [key, count] : expected.collectives) want.insert(key);

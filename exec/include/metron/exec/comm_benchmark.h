@@ -25,6 +25,12 @@
 //     through the store: before each round the first rank's load thread writes "go" or "stop"
 //     under the round's key and the others read it, so every member stops after the same round;
 //     the others compute until their load thread has read "stop".
+//   - Compute, first: every rank times its own compute tasks' operations at the same time as
+//     the others, as a run places them on a shared machine (ranks that share cores, caches and
+//     memory slow each other down; measured alone, a rank's operations look ~10 % faster than
+//     they run). Per repetition (`warmup` untimed first), after a world barrier, each operation
+//     of each task in order, one run() of it with its count, timed and divided by its count, so
+//     that each operation finds the caches as its task leaves them.
 //   - Per-rank times reach rank 0 through the store; a final barrier keeps every rank until
 //     rank 0 has read them (it hosts the store).
 
@@ -63,8 +69,12 @@ struct SlowdownProbe {
   double min_seconds = 1.0;
 };
 
-/// What every rank of the world measures, in this order: collectives, transfers, slow-down.
+/// What every rank of the world measures, in this order: compute, collectives, transfers,
+/// slow-down.
 struct CommBenchmark {
+  /// By world rank: the compute tasks that rank times (each task's operations one by one); a
+  /// rank beyond the list times none.
+  std::vector<std::vector<ir::Compute>> compute;
   /// Member ranks of each group, as GlooWorld takes them.
   std::vector<std::vector<std::int32_t>> groups;
   std::vector<CollectiveProbe> collectives;
@@ -90,6 +100,9 @@ struct SlowdownMeasurement {
 
 /// Rank 0's result: seconds per entry, in the benchmark's order.
 struct CommMeasurement {
+  /// By world rank, by task, by operation (CommBenchmark::compute's order): the seconds of one
+  /// repetition of the operation (a run of `count` divided by count), one per repetition.
+  std::vector<std::vector<std::vector<std::vector<double>>>> compute_seconds;
   std::vector<double> collective_seconds;  ///< median over repetitions of the slowest member
   std::vector<double> transfer_seconds;    ///< median over repetitions at the receiver
   std::optional<SlowdownMeasurement> slowdown;

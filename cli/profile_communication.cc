@@ -45,12 +45,12 @@ void add_collective(CommunicationPlan& plan, const ir::Graph& graph, const ir::C
         "ranks; expected the full graph 'metron run' executes",
         graph.group(c.group).name, members, where.ranks));
   }
-  ir::Collective call = c;
-  call.bytes = c.bytes / c.count;
-  call.count = 1;
+  // The task as the executor issues it: count calls back to back (Note [profiling
+  // communication]).
   plan.benchmark.collectives.push_back(
-      {.group = static_cast<std::int32_t>(c.group.index()), .call = call});
-  plan.collectives.push_back({.op = comm_op(c.op), .group = where, .bytes = call.bytes});
+      {.group = static_cast<std::int32_t>(c.group.index()), .call = c});
+  plan.collectives.push_back(
+      {.op = comm_op(c.op), .group = where, .bytes = c.bytes / c.count, .calls = c.count});
 }
 
 /// The largest GEMM of the graph by FLOPs, once; a 1024³ fp32 GEMM when there is none.
@@ -141,10 +141,12 @@ void add_communication(const CommunicationPlan& plan, const exec::CommMeasuremen
                        models::CostProfile& profile) {
   for (std::size_t i = 0; i < plan.collectives.size(); ++i) {
     const CollectiveKey& key = plan.collectives[i];
-    profile.set_collective(key.op, key.group, key.bytes, measured.collective_seconds[i]);
-    std::cerr << fmt::format("metron profile: {} of {} B over {}: {:.3f} ms\n",
-                             models::to_string(key.op), key.bytes, placement_text(key.group),
-                             measured.collective_seconds[i] * 1e3);
+    const double seconds = measured.collective_seconds[i] / key.calls;
+    profile.set_collective(key.op, key.group, key.bytes, seconds);
+    std::cerr << fmt::format(
+        "metron profile: {} of {} B over {}: {:.3f} ms{}\n", models::to_string(key.op), key.bytes,
+        placement_text(key.group), seconds * 1e3,
+        key.calls > 1 ? fmt::format(" (per call of {} back to back)", key.calls) : std::string());
   }
   for (std::size_t i = 0; i < plan.p2p.size(); ++i) {
     const auto [bytes, same_node] = plan.p2p[i];

@@ -20,13 +20,6 @@
 namespace metron::cli {
 namespace {
 
-models::CommOp comm_op(ir::CollectiveOp op) {
-  // The profile names collectives as ir does (Note [profile JSON]).
-  const std::optional<models::CommOp> out = models::parse_comm_op(ir::to_string(op));
-  METRON_ASSERT(out.has_value(), "every ir collective op has a cost-model op");
-  return *out;
-}
-
 std::vector<std::vector<std::int32_t>> group_members(const ir::Graph& graph) {
   std::vector<std::vector<std::int32_t>> groups;
   for (const ir::Group& group : graph.data().groups) {
@@ -49,8 +42,10 @@ void add_collective(CommunicationPlan& plan, const ir::Graph& graph, const ir::C
   // communication]).
   plan.benchmark.collectives.push_back(
       {.group = static_cast<std::int32_t>(c.group.index()), .call = c});
-  plan.collectives.push_back(
-      {.op = comm_op(c.op), .group = where, .bytes = c.bytes / c.count, .calls = c.count});
+  plan.collectives.push_back({.op = scenario::comm_op(c.op),
+                              .group = where,
+                              .bytes = c.bytes / c.count,
+                              .calls = c.count});
 }
 
 /// The largest GEMM of the graph by FLOPs, once; a 1024³ fp32 GEMM when there is none.
@@ -118,7 +113,8 @@ CommunicationPlan plan_communication(const scenario::Step& step, const TimingSet
     if (const auto* c = std::get_if<ir::Collective>(&t.op)) {
       const models::GroupPlacement where = step.group_placements[c->group.index()];
       const std::int64_t bytes = c->bytes / c->count;
-      if (bytes == 0 || !seen.emplace(comm_op(c->op), where.ranks, where.nodes, bytes).second) {
+      if (bytes == 0 ||
+          !seen.emplace(scenario::comm_op(c->op), where.ranks, where.nodes, bytes).second) {
         continue;
       }
       add_collective(plan, graph, *c, where);

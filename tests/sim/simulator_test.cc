@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <vector>
 
 #include "ir/task_factory.h"
@@ -199,27 +200,40 @@ TEST(Simulator, HostWaitStallsIssueUntilItsTargetCompletes) {
   }
 }
 
+// Rank 0 computes C (1200 ns) on its "compute" stream and all-reduces (600 ns) on its "dp" stream;
+// rank 1 computes X (300 ns), then all-reduces. tasks = {C, rank 0's all-reduce, X, rank 1's}.
+struct OverlapStep {
+  Graph graph;
+  std::vector<Time> durations;
+  std::array<TaskId, 4> tasks;
+};
+
+OverlapStep overlap_step() {
+  GraphBuilder b;
+  Durations d;
+  const RankId r0 = b.add_rank();
+  const RankId r1 = b.add_rank();
+  const GroupId dp = b.add_group("dp", {r0, r1});
+  const StreamId c0 = b.add_stream(r0, "compute");
+  const StreamId g0 = b.add_stream(r0, "dp");
+  const StreamId c1 = b.add_stream(r1, "compute");
+  const StreamId g1 = b.add_stream(r1, "dp");
+  const TaskId c = d.add(b, compute(r0, c0, Phase::kBackward), 1200);
+  const TaskId ar = d.add(b, collective(r0, g0, dp, 8, 0), 600);
+  const TaskId x = d.add(b, compute(r1, c1, Phase::kBackward), 300);
+  const TaskId ar1 = d.add(b, after(collective(r1, g1, dp, 8, 0), x), 600);
+  return {std::move(b).build(), std::move(d.by_task), {c, ar, x, ar1}};
+}
+
 // Rank 0 computes C (1200) while an all-reduce (600) runs [300, 900] on its "dp" stream, after
 // rank 1's X (300). With slow-down 0.5, C progresses at 1/1.5 while the all-reduce runs:
 // 300 ns of work by 300, 600 / 1.5 = 400 more by 900, the remaining 1200 - 700 = 500 at full
 // speed: C ends at 1400. Without slow-down it ends at 1200.
 TEST(Simulator, ComputeSlowsDownWhileCommunicationRunsOnItsRank) {
   for (const double s : {0.5, 0.0}) {
-    GraphBuilder b;
-    Durations d;
-    const RankId r0 = b.add_rank();
-    const RankId r1 = b.add_rank();
-    const GroupId dp = b.add_group("dp", {r0, r1});
-    const StreamId c0 = b.add_stream(r0, "compute");
-    const StreamId g0 = b.add_stream(r0, "dp");
-    const StreamId c1 = b.add_stream(r1, "compute");
-    const StreamId g1 = b.add_stream(r1, "dp");
-    const TaskId c = d.add(b, compute(r0, c0, Phase::kBackward), 1200);
-    const TaskId ar = d.add(b, collective(r0, g0, dp, 8, 0), 600);
-    const TaskId x = d.add(b, compute(r1, c1, Phase::kBackward), 300);
-    d.add(b, after(collective(r1, g1, dp, 8, 0), x), 600);
-    const Graph g = std::move(b).build();
-    const SimResult res = simulate(g, d.by_task, {.compute_slowdown_during_comm = s});
+    const OverlapStep o = overlap_step();
+    const auto [c, ar, x, ar1] = o.tasks;
+    const SimResult res = simulate(o.graph, o.durations, {.compute_slowdown_during_comm = s});
     SCOPED_TRACE(s);
     EXPECT_EQ(res.tasks[ar.index()], (TaskTiming{300, 900}));
     // Rank 1's compute is not slowed: its all-reduce starts after X ended.
@@ -243,22 +257,10 @@ TEST(Simulator, ComputeSlowsDownWhileCommunicationRunsOnItsRank) {
 // 1200 / 1.5 = 1100 of its 1200, and ends 100 later, at 1600.
 TEST(Simulator, CommunicationSlowsDownWhileAMemberRankComputes) {
   for (const double compute_slowdown : {0.0, 0.5}) {
-    GraphBuilder b;
-    Durations d;
-    const RankId r0 = b.add_rank();
-    const RankId r1 = b.add_rank();
-    const GroupId dp = b.add_group("dp", {r0, r1});
-    const StreamId c0 = b.add_stream(r0, "compute");
-    const StreamId g0 = b.add_stream(r0, "dp");
-    const StreamId c1 = b.add_stream(r1, "compute");
-    const StreamId g1 = b.add_stream(r1, "dp");
-    const TaskId c = d.add(b, compute(r0, c0, Phase::kBackward), 1200);
-    const TaskId ar = d.add(b, collective(r0, g0, dp, 8, 0), 600);
-    const TaskId x = d.add(b, compute(r1, c1, Phase::kBackward), 300);
-    const TaskId ar1 = d.add(b, after(collective(r1, g1, dp, 8, 0), x), 600);
-    const Graph g = std::move(b).build();
+    const OverlapStep o = overlap_step();
+    const auto [c, ar, x, ar1] = o.tasks;
     const SimResult res = simulate(
-        g, d.by_task,
+        o.graph, o.durations,
         {.compute_slowdown_during_comm = compute_slowdown, .comm_slowdown_during_compute = 1.0});
     SCOPED_TRACE(compute_slowdown);
     const Time ar_end = compute_slowdown > 0 ? 1500 : 1350;

@@ -33,6 +33,7 @@
 
 #include "metron/ir/graph.h"
 #include "metron/ir/graph_builder.h"
+#include "metron/models/cost_kinds.h"
 #include "metron/models/group_placement.h"
 #include "metron/models/stage_costs.h"
 #include "metron/scenario/scenario.h"
@@ -80,6 +81,9 @@ struct Step {
             .comm_slowdown_during_compute = comm_slowdown_during_compute};
   }
 };
+
+/// The communication model's op for a graph's collective (step 4 prices it, a profile keys it).
+models::CommOp comm_op(ir::CollectiveOp op);
 
 /// Builds the step of Note [building a step]. Throws InvalidConfig for a scenario that cannot be
 /// built (see validate(Scenario)) or a schedule that rejects the sizes.

@@ -39,7 +39,10 @@ for line in sys.stdin:
         h["name"] = "cpu-local-q1"; h["hardware_queues"] = 1; print(json.dumps(h))' \
     >"$WORK/cpu-local-q1.json"
 
-# Every flag explicit: `simulate` and `run` start from different defaults.
+# `simulate` and `run` start from different built-in scenarios, and `--sync X` keeps the
+# built-in's knobs when it names the built-in's policy (simulate's is megatron-distopt with both
+# overlaps on, run's megatron-ddp): the flags are turned into one scenario file by `simulate
+# --save-scenario`, and every command below reads that file.
 COMMON="--seq 128 -b 1 --no-sp"
 G125="--model gpt3-125m"
 SCENARIOS=(
@@ -53,7 +56,8 @@ SCENARIOS=(
   "small 1f1b pp2 m8 async q8|--model $SMALL --tp 1 --pp 2 --dp 1 -m 8 --schedule 1f1b --p2p async --sync megatron-ddp --hardware cpu-local"
   "dp2 ddp q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync ddp --hardware cpu-local"
   "dp2 ddp q1|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync ddp --hardware $WORK/cpu-local-q1.json"
-  "dp2 megatron-distopt q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync megatron-distopt --hardware cpu-local"
+  "dp2 megatron-distopt q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync megatron-distopt --no-overlap-grad-reduce --no-overlap-param-gather --hardware cpu-local"
+  "dp2 megatron-distopt overlap q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync megatron-distopt --overlap-grad-reduce --overlap-param-gather --hardware cpu-local"
   "dp2 fairscale-sdp q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync fairscale-sdp --hardware cpu-local"
   "dp2 zero3 q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync zero3 --hardware cpu-local"
   "dp2 fsdp2 q8|$G125 --tp 1 --pp 1 --dp 2 -m 2 --schedule 1f1b --sync fsdp2 --hardware cpu-local"
@@ -67,17 +71,17 @@ for entry in "${SCENARIOS[@]}"; do
   flags="${entry#*|}"
   [[ -n "$FILTER" && "$name" != *"$FILTER"* ]] && continue
   [[ "$flags" == *--vp* ]] || flags="$flags --vp 1"
+  scenario="$WORK/scenario.json"
   # shellcheck disable=SC2086  # the flags are words
-  "$METRON" profile $COMMON $flags $PROFILE_FLAGS -o "$WORK/profile.json" >/dev/null 2>"$WORK/profile.log" ||
+  "$METRON" simulate $COMMON $flags --save-scenario "$scenario" >/dev/null
+  # shellcheck disable=SC2086
+  "$METRON" profile "$scenario" $PROFILE_FLAGS -o "$WORK/profile.json" >/dev/null 2>"$WORK/profile.log" ||
     { echo "$name: metron profile failed:"; cat "$WORK/profile.log"; exit 1; }
-  # shellcheck disable=SC2086
-  "$METRON" simulate $COMMON $flags --full --json "$WORK/preset.json" >/dev/null
-  # shellcheck disable=SC2086
-  "$METRON" simulate $COMMON $flags --full --profile "$WORK/profile.json" \
+  "$METRON" simulate "$scenario" --full --json "$WORK/preset.json" >/dev/null
+  "$METRON" simulate "$scenario" --full --profile "$WORK/profile.json" \
     --json "$WORK/predicted.json" >/dev/null
   for ((i = 0; i < RUNS; i++)); do
-    # shellcheck disable=SC2086
-    "$METRON" run $COMMON $flags --iterations "$ITERATIONS" --warmup 1 \
+    "$METRON" run "$scenario" --iterations "$ITERATIONS" --warmup 1 \
       --json "$WORK/run-$i.json" >/dev/null 2>"$WORK/run.log" ||
       { echo "$name: metron run failed:"; cat "$WORK/run.log"; exit 1; }
   done

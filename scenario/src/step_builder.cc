@@ -196,6 +196,14 @@ std::vector<double> in_ms(const std::vector<double>& seconds) {
 }
 
 /// The time of a compute task of `phase` on model stage `stage`.
+// Note [piece costs]: a sync policy cuts a stage's task into pieces at bucket boundaries
+// (compute_split.h), and when each piece ends decides when its bucket's collective starts. The
+// stage's embedding and head do not spread over its layers: the piece holding the model's last
+// layer runs the head (the LM head's GEMMs, 30 % of gpt3-125m's backward at sequence 128), the
+// one holding its first layer the embedding, as the executor's operations do (Note [task
+// operations]). So when the stage times come from the model, a piece is priced by the ops it
+// runs; the pieces of a task still add up to its time. Explicit stage times (a scenario's
+// `costs`) say nothing about their parts: a piece gets its share of the stage's layers.
 double phase_seconds(const models::StageCosts& c, ir::Phase phase, std::size_t stage) {
   switch (phase) {
     case ir::Phase::kForward:
@@ -274,16 +282,17 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
       .hardware_queues = static_cast<std::int32_t>(s.hardware.hardware_queues)};
   const std::int32_t stages = layout.spec.pp * layout.spec.vp;
   std::int64_t layers_per_stage = 0;
+  std::optional<models::LayerShape> shape;
   if (s.model) {
-    const models::LayerShape shape = models::layer_shape(*s.model, mp);
+    shape = models::layer_shape(*s.model, mp);
     layers_per_stage = s.model->layers / layout.model_stages;
     const auto layers = static_cast<double>(layers_per_stage);
     lowering.activation_bytes = static_cast<std::int64_t>(
-        layers * models::layer_activation_bytes(*s.model, shape, mp.recompute));
+        layers * models::layer_activation_bytes(*s.model, *shape, mp.recompute));
     // ZB's M_W: what W keeps after I — the linear layers' inputs and output gradients, which
     // the selective-recompute inventory (everything but the score-sized tensors) approximates.
     lowering.weight_grad_bytes = static_cast<std::int64_t>(
-        layers * models::layer_activation_bytes(*s.model, shape, models::Recompute::kSelective));
+        layers * models::layer_activation_bytes(*s.model, *shape, models::Recompute::kSelective));
     lowering.p2p_bytes = models::boundary_bytes(*s.model, mp);
     // Layer ranges on the compute tasks, so passes can cut them and costs can share them out.
     lowering.layers.per_stage.assign(static_cast<std::size_t>(stages),
@@ -382,10 +391,17 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
         }
       } else if (task.stage.valid()) {
         seconds = phase_seconds(step.costs, c->phase, model_stage(task.stage));
-        // A piece of a stage's task (compute_split.h) takes its share of the stage's layers.
-        if (!task.layers.empty() && layers_per_stage > 0) {
-          seconds *= static_cast<double>(task.layers.last - task.layers.first) /
-                     static_cast<double>(layers_per_stage);
+        // A piece of a stage's task (compute_split.h). Note [piece costs]: priced by the ops it
+        // runs when the stage times come from the model, else its share of the stage's layers.
+        const std::int64_t piece_layers = task.layers.last - task.layers.first;
+        if (!task.layers.empty() && piece_layers < layers_per_stage && !s.costs && shape) {
+          seconds = 0;
+          for (const detail::CountedOps& part :
+               detail::phase_ops(*s.model, *shape, mp.recompute, c->phase, task.layers)) {
+            seconds += static_cast<double>(part.count) * compute->cost(part.ops).seconds;
+          }
+        } else if (!task.layers.empty() && layers_per_stage > 0) {
+          seconds *= static_cast<double>(piece_layers) / static_cast<double>(layers_per_stage);
         }
         if (c->overlapped && c->overlapped->stage.valid()) {
           seconds +=

@@ -56,43 +56,46 @@ void append(std::vector<ir::Operation>& out, const std::vector<models::OpCost>& 
   }
 }
 
-/// The ops of `phase` over `layers` (Note [task operations]).
+/// The ops of `phase` over `layers`, as the executor runs them (Note [task operations]).
 std::vector<ir::Operation> phase_operations(const OperationContext& c,
                                             const models::LayerShape& shape, ir::Phase phase,
                                             ir::LayerRange layers) {
   std::vector<ir::Operation> out;
-  if (layers.empty()) return out;
   const ir::DType dtype = dtype_of(c.model.dtype);
+  for (const CountedOps& part : phase_ops(c.model, shape, c.parallel.recompute, phase, layers)) {
+    append(out, part.ops, part.count, dtype);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<CountedOps> phase_ops(const models::ModelSpec& model, const models::LayerShape& shape,
+                                  models::Recompute recompute, ir::Phase phase,
+                                  ir::LayerRange layers) {
+  std::vector<CountedOps> out;
+  if (layers.empty()) return out;
   const std::int64_t count = layers.last - layers.first;
-  const bool first = layers.first % c.model.layers == 0;
-  const bool last = layers.last % c.model.layers == 0;
+  const bool first = layers.first % model.layers == 0;
+  const bool last = layers.last % model.layers == 0;
   const auto layer = [&](models::ComputePhase p) {
-    append(out, models::layer_ops(c.model, shape, p, c.parallel.recompute), count, dtype);
+    out.push_back({models::layer_ops(model, shape, p, recompute), count});
   };
+  const auto once = [&](std::vector<models::OpCost> ops) { out.push_back({std::move(ops), 1}); };
   const auto forward = [&] {
-    if (first)
-      append(out, models::embedding_ops(c.model, shape, models::ComputePhase::kForward), 1, dtype);
+    if (first) once(models::embedding_ops(model, shape, models::ComputePhase::kForward));
     layer(models::ComputePhase::kForward);
-    if (last)
-      append(out, models::head_ops(c.model, shape, models::ComputePhase::kForward), 1, dtype);
+    if (last) once(models::head_ops(model, shape, models::ComputePhase::kForward));
   };
   const auto input = [&] {
-    if (last) {
-      append(out, models::head_ops(c.model, shape, models::ComputePhase::kBackwardInput), 1, dtype);
-    }
+    if (last) once(models::head_ops(model, shape, models::ComputePhase::kBackwardInput));
     layer(models::ComputePhase::kRecompute);
     layer(models::ComputePhase::kBackwardInput);
   };
   const auto weight = [&] {
-    if (last) {
-      append(out, models::head_ops(c.model, shape, models::ComputePhase::kBackwardWeight), 1,
-             dtype);
-    }
+    if (last) once(models::head_ops(model, shape, models::ComputePhase::kBackwardWeight));
     layer(models::ComputePhase::kBackwardWeight);
-    if (first) {
-      append(out, models::embedding_ops(c.model, shape, models::ComputePhase::kBackwardWeight), 1,
-             dtype);
-    }
+    if (first) once(models::embedding_ops(model, shape, models::ComputePhase::kBackwardWeight));
   };
   switch (phase) {
     case ir::Phase::kForward:
@@ -115,8 +118,6 @@ std::vector<ir::Operation> phase_operations(const OperationContext& c,
   }
   return out;
 }
-
-}  // namespace
 
 void add_task_operations(ir::GraphBuilder& builder, const OperationContext& context) {
   const models::LayerShape shape = models::layer_shape(context.model, context.parallel);

@@ -18,8 +18,11 @@
 //   graphs), recompute tasks (priced at 0) and host-side work list nothing.
 
 #include <cstdint>
+#include <vector>
 
 #include "metron/ir/graph_builder.h"
+#include "metron/models/compute_cost.h"
+#include "metron/models/layer_shape.h"
 #include "metron/models/memory_model.h"
 #include "metron/models/model_spec.h"
 #include "metron/models/parallel_spec.h"
@@ -34,6 +37,20 @@ struct OperationContext {
   std::int64_t chunks = 1;            ///< stages per pipeline rank (vp)
   std::int32_t pipeline_ranks = 1;
 };
+
+/// Some of the cost model's ops, each run `count` times in a row (a layer's ops × its layers).
+struct CountedOps {
+  std::vector<models::OpCost> ops;
+  std::int64_t count = 1;
+};
+
+/// The cost model's ops of `phase` over the model layers `layers`, in execution order, with the
+/// embedding where the range holds the model's first layer and the head where it holds its last
+/// (Note [task operations]); what add_task_operations lists and what a piece of a stage's task
+/// is priced by (step_builder.cc). Empty for an empty range and phases without layers.
+std::vector<CountedOps> phase_ops(const models::ModelSpec& model, const models::LayerShape& shape,
+                                  models::Recompute recompute, ir::Phase phase,
+                                  ir::LayerRange layers);
 
 /// Fills ir::Compute::operations of every compute task of `builder` (Note [task operations]).
 void add_task_operations(ir::GraphBuilder& builder, const OperationContext& context);

@@ -12,8 +12,11 @@
 #include <tuple>
 #include <variant>
 
+#include "metron/models/compute_cost.h"
 #include "metron/models/hardware_presets.h"
+#include "metron/models/layer_shape.h"
 #include "metron/models/model_presets.h"
+#include "metron/models/stage_cost_model.h"
 #include "metron/scenario/evaluation.h"
 
 namespace metron::scenario {
@@ -105,6 +108,59 @@ TEST(StepBuilder, AProfilesCollectiveAndP2pEntriesAreChargedExactly) {
     }
   }
   EXPECT_GT(collectives, 0);
+}
+
+// Note [piece costs]: DDP's buckets cut the last microbatch's backward into pieces; the piece
+// holding the model's last layer runs the LM head's backward, the one holding its first layer
+// the embedding's weight gradient, and the others only their layers. Expected from the cost
+// model's op inventories, composed by hand.
+TEST(StepBuilder, APieceOfABackwardPaysForTheHeadOrEmbeddingItHolds) {
+  Scenario s = gpt_125m(1, 1, 2);
+  s.sync = {.policy = sync::SyncPolicy::kDdp};
+  const Step step = build_step(s);
+  const models::ComputeModel compute(s.hardware, s.model->dtype);
+  const models::LayerShape shape = models::layer_shape(*s.model, s.parallel);
+  const auto cost = [&](const std::vector<models::OpCost>& ops) {
+    return compute.cost(ops).seconds;
+  };
+  const double layer =
+      cost(models::layer_ops(*s.model, shape, models::ComputePhase::kBackwardInput)) +
+      cost(models::layer_ops(*s.model, shape, models::ComputePhase::kBackwardWeight));
+  const double head =
+      cost(models::head_ops(*s.model, shape, models::ComputePhase::kBackwardInput)) +
+      cost(models::head_ops(*s.model, shape, models::ComputePhase::kBackwardWeight));
+  const double embedding =
+      cost(models::embedding_ops(*s.model, shape, models::ComputePhase::kBackwardWeight));
+  const std::int32_t layers = static_cast<std::int32_t>(s.model->layers);
+  int pieces = 0;
+  double total = 0;
+  bool saw_head = false;
+  bool saw_embedding = false;
+  bool saw_middle = false;
+  for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
+    const ir::Task& t = step.graph.task(ir::TaskId{i});
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr || c->phase != ir::Phase::kBackward || t.rank.value() != 0 ||
+        t.microbatch.value() != 3) {
+      continue;
+    }
+    const double n = t.layers.last - t.layers.first;
+    const bool first = t.layers.first == 0;
+    const bool last = t.layers.last == layers;
+    const double expected = n * layer + (last ? head : 0) + (first ? embedding : 0);
+    const double got = static_cast<double>(step.durations[static_cast<std::size_t>(i)]) * 1e-9;
+    EXPECT_NEAR(got, expected, 1e-9) << step.graph.describe(ir::TaskId{i});
+    saw_head |= last && !first;
+    saw_embedding |= first && !last;
+    saw_middle |= !first && !last;
+    total += got;
+    ++pieces;
+  }
+  EXPECT_TRUE(saw_head && saw_embedding && saw_middle) << pieces << " pieces";
+  // The pieces still do the whole stage's backward.
+  const models::CommModel comm(s.hardware);
+  EXPECT_NEAR(total, models::model_stage_costs(*s.model, s.parallel, compute, comm).backward[0],
+              1e-9 * pieces);
 }
 
 TEST(StepBuilder, AProfilesSlowdownReplacesTheHardwares) {

@@ -10,8 +10,9 @@
 //   takes the task's dependencies and buffer allocations (later pieces follow it by stream FIFO
 //   and need neither). Each piece keeps the task's tags, stream, uses and label (plus its layers,
 //   " [L3-5]" for [3, 6)) and carries its own layer range, from which a cost model charges its
-//   share of the task's time; flops and bytes_moved are shared out by layer count, so the pieces
-//   together do the task's work. Recompute runs forward order.
+//   part of the task's time (its layers' ops, and the embedding or head where it holds them); flops
+//   and bytes_moved are shared out by layer count, so the pieces together do the task's work.
+//   Recompute runs forward order.
 
 #include <cstdint>
 #include <vector>

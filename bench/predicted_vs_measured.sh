@@ -2,11 +2,14 @@
 # Predicted against measured on the CPU backend (issue 17, "The goal, measured"). For each
 # scenario of the matrix below (schedule families x sync policies x p2p modes x hardware queues
 # 1/8, two ranks on cpu-local):
-#   1. `metron profile` measures the scenario's operations here (compute, collectives, p2p);
-#   2. `metron simulate --full --profile` predicts the step with those measured costs (and, for
-#      contrast, without them: the cpu-local preset alone);
-#   3. `metron run` executes it RUNS times (default 3); the run with the median iteration time
-#      is the measurement.
+#   1. `metron profile` measures the scenario's operations here (compute, collectives, p2p), and
+#      `metron run` executes it, alternately, RUNS times each (default 3): on a shared VM the
+#      machine's speed drifts by several per cent over minutes, and alternating gives the
+#      profiles and the runs the same moods;
+#   2. the profiles' entries are merged by their median (each operation, collective and
+#      transfer time, and each slow-down), and `metron simulate --full --profile` predicts the
+#      step with those measured costs (and, for contrast, without them: the cpu-local preset);
+#   3. the run with the median iteration time is the measurement.
 # One row per scenario: predicted and measured iteration time and the error, and over the ranks
 # the largest difference of bubble and of exposed communication, each in percentage points of
 # the step. The goal: |error| <= 5 % and both differences <= 5 pp. Run on an otherwise idle
@@ -74,17 +77,36 @@ for entry in "${SCENARIOS[@]}"; do
   scenario="$WORK/scenario.json"
   # shellcheck disable=SC2086  # the flags are words
   "$METRON" simulate $COMMON $flags --save-scenario "$scenario" >/dev/null
-  # shellcheck disable=SC2086
-  "$METRON" profile "$scenario" $PROFILE_FLAGS -o "$WORK/profile.json" >/dev/null 2>"$WORK/profile.log" ||
-    { echo "$name: metron profile failed:"; cat "$WORK/profile.log"; exit 1; }
-  "$METRON" simulate "$scenario" --full --json "$WORK/preset.json" >/dev/null
-  "$METRON" simulate "$scenario" --full --profile "$WORK/profile.json" \
-    --json "$WORK/predicted.json" >/dev/null
   for ((i = 0; i < RUNS; i++)); do
+    # shellcheck disable=SC2086
+    "$METRON" profile "$scenario" $PROFILE_FLAGS -o "$WORK/profile-$i.json" >/dev/null \
+      2>"$WORK/profile.log" || { echo "$name: metron profile failed:"; cat "$WORK/profile.log"; exit 1; }
     "$METRON" run "$scenario" --iterations "$ITERATIONS" --warmup 1 \
       --json "$WORK/run-$i.json" >/dev/null 2>"$WORK/run.log" ||
       { echo "$name: metron run failed:"; cat "$WORK/run.log"; exit 1; }
   done
+  "$PY" - "$WORK" "$RUNS" <<'PY'
+import json, statistics, sys
+work, runs = sys.argv[1], int(sys.argv[2])
+profiles = [json.load(open(f"{work}/profile-{i}.json")) for i in range(runs)]
+merged = dict(profiles[0])
+for field, value in profiles[0].items():
+    if isinstance(value, float):
+        merged[field] = statistics.median(p[field] for p in profiles)
+    elif isinstance(value, list):
+        # An entry is named by every field but its time; each profile of one scenario lists
+        # the same entries.
+        name = lambda e: json.dumps({k: v for k, v in e.items() if k != "time_ms"}, sort_keys=True)
+        times = {}
+        for p in profiles:
+            for e in p[field]:
+                times.setdefault(name(e), []).append(e["time_ms"])
+        merged[field] = [dict(e, time_ms=statistics.median(times[name(e)])) for e in value]
+json.dump(merged, open(f"{work}/profile.json", "w"))
+PY
+  "$METRON" simulate "$scenario" --full --json "$WORK/preset.json" >/dev/null
+  "$METRON" simulate "$scenario" --full --profile "$WORK/profile.json" \
+    --json "$WORK/predicted.json" >/dev/null
   "$PY" - "$name" "$WORK" "$RUNS" <<'PY'
 import json, sys
 name, work, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])

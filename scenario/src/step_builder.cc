@@ -195,7 +195,6 @@ std::vector<double> in_ms(const std::vector<double>& seconds) {
   return out;
 }
 
-/// The time of a compute task of `phase` on model stage `stage`.
 // Note [piece costs]: a sync policy cuts a stage's task into pieces at bucket boundaries
 // (compute_split.h), and when each piece ends decides when its bucket's collective starts. The
 // stage's embedding and head do not spread over its layers: the piece holding the model's last
@@ -204,6 +203,7 @@ std::vector<double> in_ms(const std::vector<double>& seconds) {
 // operations]). So when the stage times come from the model, a piece is priced by the ops it
 // runs; the pieces of a task still add up to its time. Explicit stage times (a scenario's
 // `costs`) say nothing about their parts: a piece gets its share of the stage's layers.
+/// The time of a compute task of `phase` on model stage `stage`.
 double phase_seconds(const models::StageCosts& c, ir::Phase phase, std::size_t stage) {
   switch (phase) {
     case ir::Phase::kForward:

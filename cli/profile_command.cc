@@ -42,6 +42,7 @@
 #include "metron/models/compute_cost.h"
 #include "metron/models/cost_profile.h"
 #include "metron/models/model_spec.h"
+#include "metron/scenario/operation_profile.h"
 #include "output_files.h"
 #include "profile_communication.h"
 #include "profile_sweep.h"
@@ -68,60 +69,17 @@ std::chrono::milliseconds timeout_of(const ProfileFlags& o) {
   return std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
 }
 
-/// The key the cost model stores an operation's measured time under: the operation as the
-/// OpCost it was made from, so that the key's format has one owner (OpCost::profile_key).
-std::string profile_key(const ir::Operation& op) {
-  models::OpCost cost{.name = op.name, .m = op.m, .n = op.n, .k = op.k, .batch = op.batch};
-  if (op.kind == ir::OperationKind::kGemm) cost.kind = models::OpKind::kGemm;
-  if (op.kind == ir::OperationKind::kBatchedGemm) cost.kind = models::OpKind::kBatchedGemm;
-  return cost.profile_key();
-}
-
-/// One operation as the profile times it: its key, its precision, and the operation as its
-/// task runs it (with the task's count, so a run repeats it as the executor does).
-struct TimedOperation {
-  std::pair<std::string, models::Precision> key;
-  ir::Operation op;
-};
-
-/// By rank, the distinct operation lists of its compute tasks in issue order, each with its
-/// priced operations (Note [profiling compute]).
-std::vector<std::vector<std::vector<TimedOperation>>> distinct_task_operations(
-    const ir::Graph& graph) {
-  std::vector<std::vector<std::vector<TimedOperation>>> out(
-      static_cast<std::size_t>(graph.num_ranks()));
-  for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
-    std::set<std::vector<std::pair<std::string, std::int32_t>>> seen;  // (key, count) per op
-    for (const ir::TaskId id : graph.issue_order(ir::RankId{r})) {
-      const auto* compute = std::get_if<ir::Compute>(&graph.task(id).op);
-      if (compute == nullptr) continue;
-      std::vector<TimedOperation> ops;
-      std::vector<std::pair<std::string, std::int32_t>> signature;
-      for (const ir::Operation& op : compute->operations) {
-        const std::optional<models::Precision> precision =
-            models::parse_precision(ir::to_string(op.dtype));
-        if (!precision) continue;  // integer data is never a priced op
-        ops.push_back({{profile_key(op), *precision}, op});
-        signature.emplace_back(
-            ops.back().key.first + ":" + std::string(models::to_string(*precision)), op.count);
-      }
-      if (!ops.empty() && seen.insert(std::move(signature)).second) {
-        out[static_cast<std::size_t>(r)].push_back(std::move(ops));
-      }
-    }
-  }
-  return out;
-}
+using scenario::ProfiledOperation;
 
 /// The compute part of the benchmark: each rank's operation lists.
 std::vector<std::vector<ir::Compute>> benchmark_compute(
-    const std::vector<std::vector<std::vector<TimedOperation>>>& by_rank) {
+    const std::vector<std::vector<std::vector<ProfiledOperation>>>& by_rank) {
   std::vector<std::vector<ir::Compute>> out;
   for (const auto& tasks : by_rank) {
     auto& compute = out.emplace_back();
     for (const auto& ops : tasks) {
       ir::Compute& task = compute.emplace_back();
-      for (const TimedOperation& t : ops) task.operations.push_back(t.op);
+      for (const ProfiledOperation& t : ops) task.operations.push_back(t.op);
     }
   }
   return out;
@@ -129,7 +87,7 @@ std::vector<std::vector<ir::Compute>> benchmark_compute(
 
 /// Every operation's samples from every rank that ran it, by key; the median of each goes into
 /// `profile`.
-void add_compute(const std::vector<std::vector<std::vector<TimedOperation>>>& by_rank,
+void add_compute(const std::vector<std::vector<std::vector<ProfiledOperation>>>& by_rank,
                  const exec::CommMeasurement& measured, models::CostProfile& profile) {
   std::map<std::pair<std::string, models::Precision>, std::vector<double>> samples;
   for (std::size_t r = 0; r < by_rank.size(); ++r) {
@@ -152,7 +110,7 @@ void add_compute(const std::vector<std::vector<std::vector<TimedOperation>>>& by
 void run_profile(const ProfileFlags& o) {
   const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
   const scenario::Step step = executable_step(scenario);
-  const auto tasks = distinct_task_operations(step.graph);
+  const auto tasks = scenario::distinct_task_operations(step.graph);
   if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
     throw InvalidConfig(
         "the step's compute tasks list no operations (a scenario with explicit "

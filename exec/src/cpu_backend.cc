@@ -3,7 +3,7 @@
 #include <variant>
 
 #include "metron/base/error.h"
-#include "steady_time.h"
+#include "metron/exec/steady_time.h"
 
 namespace metron::exec {
 

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "metron/base/error.h"
-#include "steady_time.h"
+#include "metron/exec/steady_time.h"
 
 namespace metron::exec {
 

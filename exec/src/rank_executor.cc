@@ -3,7 +3,7 @@
 #include <chrono>
 #include <variant>
 
-#include "steady_time.h"
+#include "metron/exec/steady_time.h"
 
 namespace metron::exec {
 

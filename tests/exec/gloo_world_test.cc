@@ -22,7 +22,7 @@
 #include "metron/exec/local_launcher.h"
 #include "metron/exec/torch_compute.h"
 #include "support/free_port.h"
-#include "wire_layout.h"
+#include "metron/exec/wire_layout.h"
 
 namespace metron::exec {
 namespace {
@@ -89,7 +89,7 @@ TEST(GlooWireLayout, CountBelowOneIsAnInputError) {
     FAIL() << "expected InvalidConfig";
   } catch (const InvalidConfig& error) {
     EXPECT_STREQ(error.what(),
-                 "gloo all-reduce: expected count >= 1 and a non-empty group; got count 0, group "
+                 "all-reduce: expected count >= 1 and a non-empty group; got count 0, group "
                  "size 2");
   }
 }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "metron/ir/task.h"
-#include "wire_layout.h"
+#include "metron/exec/wire_layout.h"
 
 namespace metron::exec::detail {
 

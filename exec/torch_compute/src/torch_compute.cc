@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
-#include "payload_plan.h"
+#include "metron/exec/payload_plan.h"
 
 namespace metron::exec {
 namespace {

@@ -1,4 +1,4 @@
-#include "wire_layout.h"
+#include "metron/exec/wire_layout.h"
 
 #include <string>
 
@@ -60,7 +60,7 @@ std::int64_t WireLayout::output_elements() const noexcept {
 
 WireLayout wire_layout(const ir::Collective& collective, std::int32_t group_size) {
   if (collective.count < 1 || group_size < 1) {
-    throw InvalidConfig("gloo " + std::string(ir::to_string(collective.op)) +
+    throw InvalidConfig(std::string(ir::to_string(collective.op)) +
                         ": expected count >= 1 and a non-empty group; got count " +
                         std::to_string(collective.count) + ", group size " +
                         std::to_string(group_size));

@@ -1,6 +1,7 @@
 #pragma once
-// How a collective's bytes become Gloo calls: wire dtype and element counts (Note [gloo world] in
-// metron/exec/gloo_world.h). Private to exec_gloo and free of torch types, so that the tests
+// How a collective's bytes become communicator calls: wire dtype and element counts (Note [gloo
+// world] in metron/exec/gloo_world.h). Gloo's and NCCL's calls are laid out alike, so both
+// backends take their element counts from here; free of torch and CUDA types, so that the tests
 // check the arithmetic directly.
 
 #include <cstdint>
@@ -9,7 +10,8 @@
 
 namespace metron::exec::detail {
 
-/// The element types Gloo carries; bf16 and fp8 have none of their own.
+/// The element types Gloo carries; bf16 and fp8 have none of their own (NCCL, which has both,
+/// uses the same sizes).
 enum class WireType : std::uint8_t { kFloat32, kFloat16, kInt64, kInt32, kUint8 };
 
 /// bf16 → fp16 and fp8 → uint8 (same sizes); the others map to themselves.

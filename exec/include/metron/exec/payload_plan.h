@@ -1,7 +1,9 @@
 #pragma once
-// The arithmetic of the torch compute payload (Note [torch compute] in
-// metron/exec/torch_compute.h), kept free of libtorch so that tests can check it without torch
-// headers and without running it.
+// The arithmetic of the compute payloads, kept free of libtorch and CUDA so that tests can check
+// it without either and without running it: the torch payload's sizes (Note [torch compute] in
+// metron/exec/torch_compute.h) and the square GEMMs that stand for a task without operations,
+// which the CUDA payload plans the same way (Note [cuda compute] in
+// metron/exec/cuda/cuda_compute.h).
 
 #include <cmath>
 #include <cstdint>
@@ -14,7 +16,7 @@
 
 namespace metron::exec::payload {
 
-/// fp32: what every operation runs in (see the Note for why).
+/// fp32: what every operation of the torch payload runs in (see its Note for why).
 inline constexpr double kElementBytes = 4;
 /// One operation's tensors may not exceed this: refused with InvalidConfig instead of bad_alloc.
 inline constexpr double kMaxOperationBytes = 8.0 * 1024 * 1024 * 1024;

@@ -1,0 +1,239 @@
+// Measures the GPU the way the CUDA backend runs operations (metron::exec::cuda, Note [cuda
+// compute]) and writes the figures as JSON, next to the datasheet figures metron's preset for
+// that GPU uses: square GEMMs of each dtype (the GEMM efficiency curve), the GEMM shapes of
+// GPT-3 175B at tp 8, attention's batched products and the streaming kernel (achievable HBM
+// bandwidth). models/profiles/h100-sxm-measured.json was written by it (issue 19).
+//
+//   cuda_profile -o FILE [--quick]      --quick: fewer sizes and iterations (a smoke run)
+//
+// Every figure is the median of the measured iterations (5, after one warm-up) of one task that
+// repeats the operation enough times to last milliseconds. Needs a GPU; exits 2 without one.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <exception>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/exec/cuda/cuda_compute.h"
+#include "metron/exec/cuda/cuda_info.h"
+#include "metron/exec/cuda/cuda_run.h"
+#include "metron/models/hardware_presets.h"
+
+namespace {
+
+using metron::ir::DType;
+using metron::ir::Operation;
+using metron::ir::OperationKind;
+namespace cuda = metron::exec::cuda;
+namespace models = metron::models;
+
+double flops_of(const Operation& op) {
+  return 2.0 * static_cast<double>(op.batch) * static_cast<double>(op.m) *
+         static_cast<double>(op.n) * static_cast<double>(op.k);
+}
+
+/// Repetitions that make one task last about 20 ms at 500 TFLOP/s (or 3 GB/s·ms for streams),
+/// at least 3 and at most 2000.
+std::int32_t repetitions_for(double work) {
+  return static_cast<std::int32_t>(std::clamp(std::round(1e13 / work), 3.0, 2000.0));
+}
+
+std::optional<models::HardwareSpec> preset_for(const std::string& device) {
+  for (const auto& [part, preset] : {std::pair{"H100", "dgx-h100"}, std::pair{"A100", "dgx-a100"},
+                                     std::pair{"H200", "h200-node"}}) {
+    if (device.find(part) != std::string::npos) return models::hardware_preset(preset);
+  }
+  return std::nullopt;
+}
+
+models::Precision precision_of(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32:
+      return models::Precision::kFp32;
+    case DType::kFp16:
+      return models::Precision::kFp16;
+    case DType::kFp8:
+      return models::Precision::kFp8;
+    default:
+      return models::Precision::kBf16;
+  }
+}
+
+nlohmann::json gemm_entry(const Operation& op, const cuda::CudaRunOptions& run,
+                          const std::optional<models::HardwareSpec>& preset) {
+  nlohmann::json out = {{"name", op.name},
+                        {"dtype", metron::ir::to_string(op.dtype)},
+                        {"m", op.m},
+                        {"n", op.n},
+                        {"k", op.k},
+                        {"batch", op.batch},
+                        {"repetitions", op.count}};
+  try {
+    const double seconds = cuda::measure_operation_seconds(op, run);
+    out["seconds"] = seconds;
+    out["tflops"] = flops_of(op) / seconds / 1e12;
+    if (preset) {
+      if (const std::optional<double> peak = preset->gpu.peak(precision_of(op.dtype))) {
+        out["fraction_of_datasheet_peak"] = flops_of(op) / seconds / *peak;
+      }
+    }
+    std::cerr << fmt::format("  {:<22} {:>5} {:>6}x{:>6}x{:>6} b{:<4} {:9.2f} TFLOP/s\n", op.name,
+                             metron::ir::to_string(op.dtype), op.m, op.n, op.k, op.batch,
+                             flops_of(op) / seconds / 1e12);
+  } catch (const metron::Error& e) {
+    out["error"] = e.what();
+    std::cerr << "  " << op.name << " " << metron::ir::to_string(op.dtype) << ": " << e.what()
+              << "\n";
+  }
+  return out;
+}
+
+std::string today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  return fmt::format("{:04}-{:02}-{:02}", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday);
+}
+
+int run(int argc, char** argv) {
+  std::string output;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-o" && i + 1 < argc) {
+      output = argv[++i];
+    } else if (arg == "--quick") {
+      quick = true;
+    } else {
+      std::cerr << "usage: cuda_profile -o FILE [--quick]\n";
+      return 2;
+    }
+  }
+  if (output.empty()) {
+    std::cerr << "cuda_profile: error: expected -o FILE\n";
+    return 2;
+  }
+  const cuda::CudaInfo info = cuda::query_cuda();
+  if (info.device_count == 0) {
+    std::cerr << "cuda_profile: error: no CUDA device (" << info.error << ")\n";
+    return 2;
+  }
+  const std::string device = cuda::CudaCompute({}).device_description();
+  const std::optional<models::HardwareSpec> preset = preset_for(device);
+  const cuda::CudaRunOptions run{.iterations = quick ? 2 : 5, .warmup = 1};
+  nlohmann::json doc = {
+      {"gpu", device},
+      {"cuda_runtime", info.runtime_version},
+      {"cuda_driver", info.driver_version},
+      {"nccl", info.nccl_version},
+      {"date", today()},
+      {"command", "cuda_profile -o " + output + (quick ? " --quick" : "")},
+      {"method",
+       "each figure: median of measured iterations of one task repeating the operation, CUDA "
+       "events around the task (Note [cuda backend]); GEMMs through cuBLASLt, layout TN, fp32 "
+       "accumulation, fp8 e4m3 with bf16 output (Note [cuda compute])"}};
+  if (preset) {
+    doc["datasheet"] = {{"preset", preset->name},
+                        {"bf16_flops", preset->gpu.peak(models::Precision::kBf16).value_or(0)},
+                        {"fp8_flops", preset->gpu.peak(models::Precision::kFp8).value_or(0)},
+                        {"fp32_flops", preset->gpu.peak(models::Precision::kFp32).value_or(0)},
+                        {"hbm_bandwidth", preset->gpu.hbm_bandwidth}};
+  }
+
+  std::cerr << "square GEMMs\n";
+  const std::vector<std::int64_t> sizes =
+      quick ? std::vector<std::int64_t>{1024, 8192}
+            : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192, 16384};
+  nlohmann::json& gemms = doc["gemm"] = nlohmann::json::array();
+  for (const DType dtype : {DType::kBf16, DType::kFp16, DType::kFp8, DType::kFp32}) {
+    for (const std::int64_t n : sizes) {
+      Operation op{
+          .name = "square", .kind = OperationKind::kGemm, .m = n, .n = n, .k = n, .dtype = dtype};
+      op.count = repetitions_for(flops_of(op));
+      gemms.push_back(gemm_entry(op, run, preset));
+    }
+  }
+
+  // GPT-3 175B (h 12288, ffn 49152) at tp 8, microbatch 1 × 2048 tokens: the four linear layers
+  // of a transformer layer's forward, as the cost model lists them.
+  std::cerr << "GPT-3 175B tp 8 layer GEMMs\n";
+  nlohmann::json& layer = doc["gpt3_175b_tp8_gemm"] = nlohmann::json::array();
+  for (const auto& [name, n, k] :
+       {std::tuple{"qkv", 4608, 12288}, std::tuple{"attention-proj", 12288, 1536},
+        std::tuple{"mlp-up", 6144, 12288}, std::tuple{"mlp-down", 12288, 6144}}) {
+    Operation op{.name = name,
+                 .kind = OperationKind::kGemm,
+                 .m = 2048,
+                 .n = n,
+                 .k = k,
+                 .dtype = DType::kBf16};
+    op.count = repetitions_for(flops_of(op));
+    layer.push_back(gemm_entry(op, run, preset));
+  }
+
+  std::cerr << "attention products\n";
+  nlohmann::json& attention = doc["batched_gemm"] = nlohmann::json::array();
+  for (const std::int64_t seq : {1024, 2048, 4096}) {
+    for (const auto& [name, m, n, k] :
+         {std::tuple{"attention-scores", seq, seq, std::int64_t{128}},
+          std::tuple{"attention-values", seq, std::int64_t{128}, seq}}) {
+      Operation op{.name = name,
+                   .kind = OperationKind::kBatchedGemm,
+                   .m = m,
+                   .n = n,
+                   .k = k,
+                   .batch = 96,
+                   .dtype = DType::kBf16};
+      op.count = repetitions_for(flops_of(op));
+      attention.push_back(gemm_entry(op, run, preset));
+    }
+  }
+
+  std::cerr << "streaming kernel\n";
+  nlohmann::json& streams = doc["stream"] = nlohmann::json::array();
+  for (std::int64_t bytes = std::int64_t{3} << 20; bytes <= (std::int64_t{3} << 31);
+       bytes *= quick ? 64 : 4) {
+    Operation op{.name = "add", .kind = OperationKind::kElementwise, .m = 1, .bytes = bytes};
+    op.count = static_cast<std::int32_t>(
+        std::clamp(std::round(3e10 / static_cast<double>(bytes)), 3.0, 2000.0));
+    nlohmann::json entry = {{"bytes", bytes}, {"repetitions", op.count}};
+    try {
+      const double seconds = cuda::measure_operation_seconds(op, run);
+      entry["seconds"] = seconds;
+      entry["bytes_per_second"] = static_cast<double>(bytes) / seconds;
+      if (preset) {
+        entry["fraction_of_datasheet_bandwidth"] =
+            static_cast<double>(bytes) / seconds / preset->gpu.hbm_bandwidth;
+      }
+      std::cerr << fmt::format("  {:>12} bytes {:9.1f} GB/s\n", bytes,
+                               static_cast<double>(bytes) / seconds / 1e9);
+    } catch (const metron::Error& e) {
+      entry["error"] = e.what();
+    }
+    streams.push_back(entry);
+  }
+  metron::write_file_atomically(output, doc.dump(2) + "\n");
+  std::cerr << "wrote " << output << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "cuda_profile: error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,201 @@
+// The GPU validation run of issue 19 on one GPU: for a matrix of steps that fit one GPU, the
+// iteration time predicted with metron's analytical preset for the GPU, predicted with costs
+// measured on this GPU (each distinct operation of the step timed with the CUDA backend's
+// payload, as `metron profile --backend cuda` would store them), and measured by running the step
+// on the CUDA backend, side by side with the errors. scripts/validate_gpu.sh runs it.
+//
+//   gpu_validate [-o results.json] [--quick]      --quick: the first two steps only
+//
+// Only one rank: a run of several ranks needs the launcher and NCCL over several GPUs, which the
+// CLI's `metron run --backend cuda` is for. Exits 2 without a GPU or with a GPU metron has no
+// preset for.
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "metron/base/error.h"
+#include "metron/base/file_io.h"
+#include "metron/exec/cuda/cuda_compute.h"
+#include "metron/exec/cuda/cuda_info.h"
+#include "metron/exec/cuda/cuda_run.h"
+#include "metron/models/cost_profile.h"
+#include "metron/models/hardware_presets.h"
+#include "metron/models/model_presets.h"
+#include "metron/scenario/evaluation.h"
+#include "metron/scenario/operation_profile.h"
+#include "metron/scenario/step_builder.h"
+
+namespace {
+
+namespace cuda = metron::exec::cuda;
+namespace models = metron::models;
+namespace scenario = metron::scenario;
+
+struct Case {
+  std::string model;
+  std::string schedule;
+  std::int64_t seq = 0;
+  std::int64_t microbatch_size = 1;
+  std::int64_t microbatches = 1;
+};
+
+scenario::Scenario scenario_of(const Case& c, const models::HardwareSpec& hardware) {
+  scenario::Scenario s = scenario::default_scenario();
+  s.model = models::model_preset(c.model);
+  s.hardware = hardware;
+  s.gpus.reset();
+  s.parallel = {.tp = 1, .pp = 1, .dp = 1, .microbatch_size = c.microbatch_size, .seq_len = c.seq};
+  s.parallel.num_microbatches = c.microbatches;
+  s.schedule = {.name = c.schedule};
+  return s;
+}
+
+std::string name_of(const Case& c) {
+  return fmt::format("{} seq {} mbs {} m {} {}", c.model, c.seq, c.microbatch_size, c.microbatches,
+                     c.schedule);
+}
+
+std::optional<models::HardwareSpec> preset_for(const std::string& device) {
+  for (const auto& [part, preset] : {std::pair{"H100", "dgx-h100"}, std::pair{"A100", "dgx-a100"},
+                                     std::pair{"H200", "h200-node"}}) {
+    if (device.find(part) != std::string::npos) return models::hardware_preset(preset);
+  }
+  return std::nullopt;
+}
+
+/// Times every distinct operation of `step` not timed yet into `profile` (each on its own, its
+/// task's count of repetitions in a row, median of 5 iterations).
+void profile_operations(const scenario::Step& step, models::CostProfile& profile,
+                        std::map<std::string, double>& timed) {
+  for (const auto& rank : scenario::distinct_task_operations(step.graph)) {
+    for (const auto& task : rank) {
+      for (const scenario::ProfiledOperation& p : task) {
+        const std::string id = p.key.first + ":" + std::string(models::to_string(p.key.second)) +
+                               ":" + std::to_string(p.op.count);
+        if (!timed.contains(id)) {
+          timed[id] = cuda::measure_operation_seconds(p.op, {.iterations = 5, .warmup = 1});
+        }
+        profile.set_compute(p.key.first, p.key.second, timed[id]);
+      }
+    }
+  }
+}
+
+double error_percent(double predicted, double measured) {
+  return 100.0 * (predicted - measured) / measured;
+}
+
+int run(int argc, char** argv) {
+  std::string output;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-o" && i + 1 < argc) {
+      output = argv[++i];
+    } else if (arg == "--quick") {
+      quick = true;
+    } else {
+      std::cerr << "usage: gpu_validate [-o results.json] [--quick]\n";
+      return 2;
+    }
+  }
+  const cuda::CudaInfo info = cuda::query_cuda();
+  if (info.device_count == 0) {
+    std::cerr << "gpu_validate: error: no CUDA device (" << info.error << ")\n";
+    return 2;
+  }
+  const std::string device = cuda::CudaCompute({}).device_description();
+  const std::optional<models::HardwareSpec> preset = preset_for(device);
+  if (!preset) {
+    std::cerr << "gpu_validate: error: no hardware preset for " << device
+              << "; expected an A100, H100 or H200\n";
+    return 2;
+  }
+  // Steps whose activations fit one 80 GB GPU (the executor allocates the graph's buffers, not
+  // the model state): the schedule families that run on one rank, GPT and Llama shapes.
+  std::vector<Case> cases = {
+      {"gpt3-1.3b", "none", 2048, 4, 4}, {"gpt3-1.3b", "zb-h1", 2048, 4, 4},
+      {"gpt3-350m", "none", 2048, 2, 4}, {"gpt3-2.7b", "1f1b", 2048, 1, 4},
+      {"gpt3-6.7b", "1f1b", 2048, 1, 4}, {"llama2-7b", "none", 4096, 1, 2},
+      {"llama3-8b", "1f1b", 2048, 1, 2}, {"gpt3-13b", "none", 2048, 1, 2},
+  };
+  if (quick) cases.resize(2);
+  std::cout << fmt::format("{} (preset {}), CUDA runtime {}, driver {}, NCCL {}\n", device,
+                           preset->name, info.runtime_version, info.driver_version,
+                           info.nccl_version);
+  std::cout << fmt::format("{:<40} {:>12} {:>8} {:>12} {:>8} {:>12}\n", "step (1 GPU)", "preset ms",
+                           "err %", "profile ms", "err %", "measured ms");
+  nlohmann::json rows = nlohmann::json::array();
+  std::map<std::string, double> timed;
+  int failures = 0;
+  for (const Case& c : cases) {
+    // One step that fails (too large for this GPU, say) is reported and the others still run.
+    try {
+      scenario::Scenario s = scenario_of(c, *preset);
+      const scenario::Evaluation analytical = scenario::evaluate(s, scenario::Replication::kFull);
+      const scenario::Step step =
+          scenario::build_step(s, scenario::Replication::kFull, scenario::Payload::kOperations);
+      models::CostProfile profile;
+      profile.hardware = device + " (measured by gpu_validate on the cuda backend)";
+      profile_operations(step, profile, timed);
+      s.profile = profile;
+      const scenario::Evaluation profiled = scenario::evaluate(s, scenario::Replication::kFull);
+      const metron::exec::MeasuredStep measured =
+          cuda::run_cuda_single_rank(step.graph, {.iterations = 5, .warmup = 2});
+      const double measured_s =
+          static_cast<double>(
+              measured.iteration_ns[static_cast<std::size_t>(measured.median_iteration)]) *
+          1e-9;
+      std::cout << fmt::format("{:<40} {:>12.2f} {:>+8.1f} {:>12.2f} {:>+8.1f} {:>12.2f}\n",
+                               name_of(c), analytical.iteration_time_s * 1e3,
+                               error_percent(analytical.iteration_time_s, measured_s),
+                               profiled.iteration_time_s * 1e3,
+                               error_percent(profiled.iteration_time_s, measured_s),
+                               measured_s * 1e3)
+                << std::flush;
+      rows.push_back(
+          {{"step", name_of(c)},
+           {"predicted_preset_ms", analytical.iteration_time_s * 1e3},
+           {"predicted_profile_ms", profiled.iteration_time_s * 1e3},
+           {"measured_ms", measured_s * 1e3},
+           {"measured_iterations_ms", measured.iteration_ns},
+           {"error_preset_percent", error_percent(analytical.iteration_time_s, measured_s)},
+           {"error_profile_percent", error_percent(profiled.iteration_time_s, measured_s)},
+           {"profile", nlohmann::json::parse(models::to_json(profile))}});
+    } catch (const metron::Error& e) {
+      ++failures;
+      std::cout << fmt::format("{:<40} failed: {}\n", name_of(c), e.what()) << std::flush;
+      rows.push_back({{"step", name_of(c)}, {"error", e.what()}});
+    }
+  }
+  if (!output.empty()) {
+    const nlohmann::json doc = {{"gpu", device},
+                                {"preset", preset->name},
+                                {"cuda_runtime", info.runtime_version},
+                                {"cuda_driver", info.driver_version},
+                                {"nccl", info.nccl_version},
+                                {"steps", rows}};
+    metron::write_file_atomically(output, doc.dump(2) + "\n");
+    std::cerr << "wrote " << output << "\n";
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "gpu_validate: error: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,33 @@
+#pragma once
+// A graph of one rank run on one GPU: the CUDA backend, its payload and a one-rank NCCL world,
+// warm-up and measured iterations, and the measured step. What the GPU tests and the GPU
+// profile run; a run of several ranks adds the launcher's store for the NCCL unique id and the
+// barrier before each iteration (Note [nccl world]).
+
+#include <chrono>
+#include <cstdint>
+
+#include "metron/exec/measured_step.h"
+#include "metron/ir/graph.h"
+
+namespace metron::exec::cuda {
+
+struct CudaRunOptions {
+  std::int32_t iterations = 5;               ///< measured iterations (the median is reported)
+  std::int32_t warmup = 1;                   ///< iterations run first and not measured
+  std::chrono::milliseconds timeout{60000};  ///< bounds every host wait
+  int device = 0;
+};
+
+/// Runs `graph`, which must have one rank, on GPU `options.device`. The first call in a process
+/// sets CUDA_DEVICE_MAX_CONNECTIONS from the rank's hardware queues (Note [cuda backend]).
+/// Throws InvalidConfig for a graph of several ranks or bad options, BackendError naming the
+/// task when CUDA, cuBLASLt or NCCL fails or a wait times out.
+MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& options);
+
+/// Seconds one repetition of `operation` takes on the GPU: a one-task graph that runs it
+/// `operation.count` times in a row, run as above; the median iteration's task time over the
+/// count. What the GPU profile and its tests time operations with. Throws as above.
+double measure_operation_seconds(const ir::Operation& operation, const CudaRunOptions& options);
+
+}  // namespace metron::exec::cuda

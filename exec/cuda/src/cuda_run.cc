@@ -1,0 +1,80 @@
+#include "metron/exec/cuda/cuda_run.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "metron/base/error.h"
+#include "metron/exec/cuda/cuda_backend.h"
+#include "metron/exec/cuda/cuda_compute.h"
+#include "metron/exec/cuda/nccl_world.h"
+#include "metron/exec/rank_executor.h"
+#include "metron/exec/rank_program.h"
+#include "metron/ir/graph_builder.h"
+
+namespace metron::exec::cuda {
+
+MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& options) {
+  if (graph.num_ranks() != 1) {
+    throw InvalidConfig("cuda run: the graph has " + std::to_string(graph.num_ranks()) +
+                        " ranks; expected 1 (a run of several ranks needs the launcher's store)");
+  }
+  if (options.iterations < 1 || options.warmup < 0) {
+    throw InvalidConfig("cuda run: expected at least 1 measured iteration and no negative warm-up");
+  }
+  RankExecutor executor(graph, rank_program(graph, ir::RankId{0}));
+  set_hardware_queues(executor.program().hardware_queues);
+  CudaCompute compute({.device = options.device});
+  std::unique_ptr<NcclWorld> world;
+  bool communicates = false;
+  for (const ProgramStep& step : executor.program().steps) {
+    const ir::TaskKind kind = graph.task(step.task).kind();
+    communicates = communicates || kind == ir::TaskKind::kCollective ||
+                   kind == ir::TaskKind::kSend || kind == ir::TaskKind::kRecv;
+  }
+  if (communicates) {
+    std::vector<std::vector<std::int32_t>> groups;
+    for (const ir::Group& group : graph.data().groups) {
+      std::vector<std::int32_t>& members = groups.emplace_back();
+      for (const ir::RankId r : group.ranks) members.push_back(r.value());
+    }
+    world = std::make_unique<NcclWorld>(0, 1, groups, NcclWorld::IdExchange{}, options.device);
+  }
+  for (const ProgramStep& step : executor.program().steps) {
+    const ir::Task& task = graph.task(step.task);
+    if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
+      compute.prepare(*c, step.stream);
+    } else if (const auto* g = std::get_if<ir::Collective>(&task.op)) {
+      world->prepare_collective(g->group.value(), *g);
+    } else if (const auto* s = std::get_if<ir::Send>(&task.op)) {
+      world->prepare_transfer(s->bytes);
+    } else if (const auto* r = std::get_if<ir::Recv>(&task.op)) {
+      world->prepare_transfer(r->bytes);
+    }
+  }
+  CudaBackend backend(executor.program(), compute, world.get(), options.timeout, options.device);
+  std::vector<std::vector<RankIteration>> measured(1);
+  const std::int64_t total = std::int64_t{options.warmup} + options.iterations;
+  for (std::int64_t i = 0; i < total; ++i) {
+    RankIteration it = executor.run(backend, i);
+    if (i >= options.warmup) measured[0].push_back(std::move(it));
+  }
+  return measured_step(graph, measured, /*shared_clock=*/true);
+}
+
+double measure_operation_seconds(const ir::Operation& operation, const CudaRunOptions& options) {
+  ir::GraphBuilder builder;
+  const ir::RankId rank = builder.add_rank();
+  const ir::TaskId task = builder.add({.rank = rank,
+                                       .stream = builder.add_stream(rank, "compute"),
+                                       .op = ir::Compute{.operations = {operation}}});
+  const ir::Graph graph = std::move(builder).build();
+  const MeasuredStep step = run_cuda_single_rank(graph, options);
+  const timelines::TaskSpan span = step.timeline.tasks[task.index()];
+  return static_cast<double>(span.end_ns - span.start_ns) * 1e-9 /
+         static_cast<double>(std::max(1, operation.count));
+}
+
+}  // namespace metron::exec::cuda

@@ -15,7 +15,6 @@
 #include <cmath>
 #include <exception>
 #include <iostream>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -30,7 +29,6 @@
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
 #include "metron/scenario/evaluation.h"
-#include "metron/scenario/operation_profile.h"
 #include "metron/scenario/step_builder.h"
 
 namespace {
@@ -69,24 +67,6 @@ std::optional<models::HardwareSpec> preset_for(const std::string& device) {
     if (device.find(part) != std::string::npos) return models::hardware_preset(preset);
   }
   return std::nullopt;
-}
-
-/// Times every distinct operation of `step` not timed yet into `profile` (each on its own, its
-/// task's count of repetitions in a row, median of 5 iterations).
-void profile_operations(const scenario::Step& step, models::CostProfile& profile,
-                        std::map<std::string, double>& timed) {
-  for (const auto& rank : scenario::distinct_task_operations(step.graph)) {
-    for (const auto& task : rank) {
-      for (const scenario::ProfiledOperation& p : task) {
-        const std::string id = p.key.first + ":" + std::string(models::to_string(p.key.second)) +
-                               ":" + std::to_string(p.op.count);
-        if (!timed.contains(id)) {
-          timed[id] = cuda::measure_operation_seconds(p.op, {.iterations = 5, .warmup = 1});
-        }
-        profile.set_compute(p.key.first, p.key.second, timed[id]);
-      }
-    }
-  }
 }
 
 double error_percent(double predicted, double measured) {
@@ -134,7 +114,6 @@ int run(int argc, char** argv) {
   std::cout << fmt::format("{:<40} {:>12} {:>8} {:>12} {:>8} {:>12}\n", "step (1 GPU)", "preset ms",
                            "err %", "profile ms", "err %", "measured ms");
   nlohmann::json rows = nlohmann::json::array();
-  std::map<std::string, double> timed;
   int failures = 0;
   for (const Case& c : cases) {
     // One step that fails (too large for this GPU, say) is reported and the others still run.
@@ -145,7 +124,8 @@ int run(int argc, char** argv) {
           scenario::build_step(s, scenario::Replication::kFull, scenario::Payload::kOperations);
       models::CostProfile profile;
       profile.hardware = device + " (measured by gpu_validate on the cuda backend)";
-      profile_operations(step, profile, timed);
+      cuda::profile_operations(metron::exec::distinct_task_operations(step.graph),
+                               {.iterations = 5, .warmup = 1}, profile, {});
       s.profile = profile;
       const scenario::Evaluation profiled = scenario::evaluate(s, scenario::Replication::kFull);
       const metron::exec::MeasuredStep measured =

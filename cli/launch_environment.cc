@@ -46,11 +46,17 @@ std::optional<ExternalRank> external_rank(const std::function<const char*(const 
     out.world_size = integer_variable("WORLD_SIZE", getenv("WORLD_SIZE"));
     out.host = need("MASTER_ADDR", out.launcher);
     out.master_port = integer_variable("MASTER_PORT", need("MASTER_PORT", out.launcher));
+    if (const char* local = getenv("LOCAL_RANK")) {
+      out.local_rank = integer_variable("LOCAL_RANK", local);
+    }
   } else if (getenv("OMPI_COMM_WORLD_RANK") != nullptr) {
     out.launcher = "mpirun";
     out.rank = integer_variable("OMPI_COMM_WORLD_RANK", getenv("OMPI_COMM_WORLD_RANK"));
     out.world_size =
         integer_variable("OMPI_COMM_WORLD_SIZE", need("OMPI_COMM_WORLD_SIZE", out.launcher));
+    if (const char* local = getenv("OMPI_COMM_WORLD_LOCAL_RANK")) {
+      out.local_rank = integer_variable("OMPI_COMM_WORLD_LOCAL_RANK", local);
+    }
     const char* host = getenv("MASTER_ADDR");
     out.host = host != nullptr ? host : "127.0.0.1";
     if (const char* port = getenv("MASTER_PORT")) {
@@ -60,6 +66,9 @@ std::optional<ExternalRank> external_rank(const std::function<const char*(const 
     out.launcher = "srun";
     out.rank = integer_variable("SLURM_PROCID", getenv("SLURM_PROCID"));
     out.world_size = integer_variable("SLURM_NTASKS", need("SLURM_NTASKS", out.launcher));
+    if (const char* local = getenv("SLURM_LOCALID")) {
+      out.local_rank = integer_variable("SLURM_LOCALID", local);
+    }
     const char* host = getenv("MASTER_ADDR");
     out.host = host != nullptr ? host : first_slurm_host(need("SLURM_JOB_NODELIST", out.launcher));
     if (const char* port = getenv("MASTER_PORT")) {

@@ -20,6 +20,9 @@ struct ExternalRank {
   /// The launcher's port (MASTER_PORT), if it named one; metron's store uses the next one,
   /// because torchrun's own agent store already listens on MASTER_PORT.
   std::optional<std::int32_t> master_port;
+  /// The rank's index on its machine, where the launcher says (LOCAL_RANK, SLURM_LOCALID,
+  /// OMPI_COMM_WORLD_LOCAL_RANK): the GPU a CUDA rank runs on.
+  std::optional<std::int32_t> local_rank;
 };
 
 /// Reads the environment through `getenv` (std::getenv in the program; a map in tests).

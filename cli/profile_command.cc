@@ -38,11 +38,16 @@
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/exec/comm_benchmark.h"
+#if METRON_HAVE_CUDA
+#include "metron/exec/cuda/cuda_compute.h"
+#include "metron/exec/cuda/cuda_info.h"
+#include "metron/exec/cuda/cuda_run.h"
+#endif
+#include "metron/exec/operation_profile.h"
 #include "metron/exec/torch_compute.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/cost_profile.h"
 #include "metron/models/model_spec.h"
-#include "metron/scenario/operation_profile.h"
 #include "output_files.h"
 #include "profile_communication.h"
 #include "profile_sweep.h"
@@ -69,7 +74,7 @@ std::chrono::milliseconds timeout_of(const ProfileFlags& o) {
   return std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
 }
 
-using scenario::ProfiledOperation;
+using exec::ProfiledOperation;
 
 /// The compute part of the benchmark: each rank's operation lists.
 std::vector<std::vector<ir::Compute>> benchmark_compute(
@@ -110,7 +115,7 @@ void add_compute(const std::vector<std::vector<std::vector<ProfiledOperation>>>&
 void run_profile(const ProfileFlags& o) {
   const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
   const scenario::Step step = executable_step(scenario);
-  const auto tasks = scenario::distinct_task_operations(step.graph);
+  const auto tasks = exec::distinct_task_operations(step.graph);
   if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
     throw InvalidConfig(
         "the step's compute tasks list no operations (a scenario with explicit "
@@ -143,6 +148,42 @@ void run_profile(const ProfileFlags& o) {
                   << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
       });
 }
+
+#if METRON_HAVE_CUDA
+/// `--backend cuda` (Note [profiling compute] for the CPU): each distinct operation on GPU 0,
+/// alone, its task's count of repetitions in a row, the median of --repetitions after --warmup
+/// (exec::cuda::profile_operations). Collectives and transfers are not measured on the GPU yet:
+/// the profile leaves them to the hardware preset's communication model, and says so.
+void run_cuda_profile(const ProfileFlags& o) {
+  const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
+  const scenario::Step step = executable_step(scenario);
+  const auto tasks = exec::distinct_task_operations(step.graph);
+  if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
+    throw InvalidConfig(
+        "the step's compute tasks list no operations (a scenario with explicit "
+        "costs); expected a model to profile");
+  }
+  if (const exec::cuda::CudaInfo info = exec::cuda::query_cuda(); info.device_count == 0) {
+    throw InvalidConfig("--backend cuda: no CUDA device is visible (" + info.error +
+                        "); expected a machine with a GPU, or --backend cpu");
+  }
+  models::CostProfile profile;
+  const std::string device = exec::cuda::CudaCompute({}).device_description();
+  profile.hardware = device + " (measured by metron profile on the cuda backend: compute only)";
+  const std::size_t timed = exec::cuda::profile_operations(
+      tasks, {.iterations = o.repetitions, .warmup = o.warmup, .timeout = timeout_of(o)}, profile,
+      [](std::size_t done, std::size_t total, const std::string& what, double seconds) {
+        std::cerr << fmt::format("metron profile: [{}/{}] {}: {:.3f} ms\n", done, total, what,
+                                 seconds * 1e3);
+      });
+  write_outputs({{o.output, models::to_json(profile)}}, {});
+  std::cout << "metron profile: " << timed << " compute operations measured on " << device
+            << " (median of " << o.repetitions << ") -> " << o.output
+            << "\n  collectives and transfers are not measured on the cuda backend yet: "
+               "'metron simulate --profile' prices them with the hardware's model"
+            << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
+}
+#endif
 
 /// The flags --sweep takes; every other one describes a scenario, which a sweep has none of.
 /// Option groups (the sync flags) are apps of their own, without a name: walked too.
@@ -193,9 +234,20 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
   check_sweep_flags(cmd, o.sweep);
   check_distinct_outputs({{"--output", o.output}});
   if (o.backend == "cuda") {
+#if METRON_HAVE_CUDA
+    if (o.sweep) {
+      throw InvalidConfig(
+          "--sweep with --backend cuda: the GPU sweep is bench/cuda_profile (its figures are in "
+          "models/profiles/h100-sxm-measured.json); expected --sweep with --backend cpu, or a "
+          "scenario to profile on the GPU");
+    }
+    run_cuda_profile(o);
+    return;
+#else
     throw InvalidConfig(
-        "--backend cuda: the CUDA backend is not built yet (issue 19); expected "
-        "--backend cpu");
+        "--backend cuda: this metron was built without the CUDA backend (CMake found no CUDA "
+        "toolkit with NCCL when it was configured); expected --backend cpu");
+#endif
   }
   if (!o.sweep) {
     run_profile(o);
@@ -238,7 +290,8 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "the cost-profile (or, with --sweep, hardware) JSON")
       ->required();
   cmd->add_flag("--sweep", o->sweep, "measure this machine and write a hardware spec");
-  cmd->add_option("--backend", o->backend, "cpu (cuda comes with its issue)")
+  cmd->add_option("--backend", o->backend,
+                  "cpu, or cuda: the compute operations on GPU 0 (collectives not yet)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--repetitions", o->repetitions, "timed runs per measurement (median)")

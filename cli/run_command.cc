@@ -29,6 +29,9 @@
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/exec/cpu_run.h"
+#if METRON_HAVE_CUDA
+#include "metron/exec/cuda/cuda_rank.h"
+#endif
 #include "metron/exec/local_launcher.h"
 #include "metron/exec/torch_compute.h"
 #include "metron/ir/deadlock.h"
@@ -167,7 +170,7 @@ void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& 
   std::vector<traces::Arg> metadata =
       job.from_graph_file ? std::vector<traces::Arg>{} : trace_metadata(job.scenario);
   std::vector<traces::Arg> measured_metadata = metadata;
-  measured_metadata.push_back({"source", std::string("measured (metron run, cpu backend)")});
+  measured_metadata.push_back({"source", "measured (metron run, " + o.backend + " backend)"});
   const traces::TraceDocument merged =
       timelines::merged_trace(graph, timeline, layout, measured_metadata);
   if (!o.trace.empty()) traces.push_back({o.trace, merged});
@@ -243,8 +246,8 @@ void write_partial_trace(const Job& job, const RunFlags& o, std::int32_t rank,
       options.layout ? *options.layout : timelines::graph_world_layout(graph);
   std::vector<traces::Arg> metadata =
       job.from_graph_file ? std::vector<traces::Arg>{} : trace_metadata(job.scenario);
-  metadata.push_back({"source", std::string("measured (metron run, cpu backend), partial: the "
-                                            "run failed in this iteration")});
+  metadata.push_back({"source", "measured (metron run, " + o.backend +
+                                    " backend), partial: the run failed in this iteration"});
   std::vector<traces::TraceDocument> docs =
       timelines::rank_traces(graph, timeline, layout, std::move(metadata));
   create_output_directory("--trace-dir", o.trace_dir);
@@ -266,13 +269,31 @@ exec::RunOptions run_options(const RunFlags& o, const Job& job, std::int32_t ran
           }};
 }
 
+/// One rank on the chosen backend; `device` is the rank's GPU on its machine (cuda only).
+std::optional<exec::MeasuredStep> run_rank(const RunFlags& o, const ir::Graph& graph,
+                                           const exec::Rendezvous& rendezvous,
+                                           const exec::RunOptions& options, std::int32_t device,
+                                           const exec::StatusSink& status) {
+#if METRON_HAVE_CUDA
+  if (o.backend == "cuda") {
+    return exec::cuda::run_cuda_rank(graph, rendezvous, device, options, status);
+  }
+#else
+  static_cast<void>(device);
+#endif
+  return exec::run_cpu_rank(graph, rendezvous, options, status);
+}
+
 void run(const RunFlags& o) {
   check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
+#if !METRON_HAVE_CUDA
   if (o.backend == "cuda") {
     throw InvalidConfig(
-        "--backend cuda: the CUDA backend is not built yet (issue 19); expected "
-        "--backend cpu");
+        "--backend cuda: this metron was built without the CUDA backend (CMake found no CUDA "
+        "toolkit with NCCL when it was configured); expected --backend cpu, or a build on a "
+        "machine with both");
   }
+#endif
   const Job job = job_of(o);
   if (o.compare && job.from_graph_file) {
     throw InvalidConfig(
@@ -300,8 +321,9 @@ void run(const RunFlags& o) {
         .world_size = ranks,
         .timeout = options.timeout};
     try {
-      const std::optional<exec::MeasuredStep> measured = exec::run_cpu_rank(
-          job.step.graph, rendezvous, run_options(o, job, external->rank), [](std::string_view) {});
+      const std::optional<exec::MeasuredStep> measured =
+          run_rank(o, job.step.graph, rendezvous, run_options(o, job, external->rank),
+                   external->local_rank.value_or(external->rank), [](std::string_view) {});
       if (measured) report(job, *measured, o);
     } catch (const Error& e) {
       // Another launcher's rank: say which rank failed, as the local launcher does.
@@ -328,9 +350,10 @@ void run(const RunFlags& o) {
                                           .timeout = worker_timeout};
         exec::RunOptions worker_options = run_options(o, job, rank);
         worker_options.timeout = worker_timeout;
+        // One machine: rank r runs on its GPU r (cuda).
         const std::optional<exec::MeasuredStep> measured =
-            exec::run_cpu_rank(job.step.graph, rendezvous, worker_options,
-                               [&channel](std::string_view status) { channel.set_status(status); });
+            run_rank(o, job.step.graph, rendezvous, worker_options, rank,
+                     [&channel](std::string_view status) { channel.set_status(status); });
         if (measured) report(job, *measured, o);
       });
   if (!launched.ok()) {
@@ -396,9 +419,14 @@ void add_run_command(CLI::App& app) {
       "as 'metron simulate') with the operations each compute task runs, or read a graph file\n"
       "('metron schedule --format json' writes one), and run it on the CPU backend: one process\n"
       "per rank, a thread per stream, libtorch CPU tensors for the GEMMs and element-wise ops the\n"
-      "cost model prices, Gloo for collectives and transfers. Reports the median of the measured\n"
-      "iterations with the same figures and JSON keys as 'metron simulate', and writes the same\n"
-      "traces. Under torchrun, srun or mpirun each process runs one rank (rank 0 hosts metron's\n"
+      "cost model prices, Gloo for collectives and transfers. With --backend cuda each rank runs\n"
+      "on a GPU of its own instead (rank r on GPU r, or on the launcher's local rank): a CUDA\n"
+      "stream per stream, cuBLASLt and a streaming kernel for the operations, NCCL for\n"
+      "collectives and transfers, stream-ordered allocations for the buffers; name the GPU's\n"
+      "preset with --hardware (dgx-h100, ...) so that --compare predicts that GPU. Reports the\n"
+      "median of the measured iterations with the same figures and JSON keys as 'metron\n"
+      "simulate', and writes the same traces. Under torchrun, srun or mpirun each process runs one "
+      "rank (rank 0 hosts metron's\n"
       "store on MASTER_PORT+1 and writes the outputs). Without a scenario it runs GPT-3 125M's\n"
       "layers at sequence 128 on 2 ranks (1F1B, 4 microbatches) on the cpu-local preset.");
   add_scenario_flags(*cmd, o->scenario);
@@ -415,7 +443,8 @@ void add_run_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--nproc", o->nproc, "processes to start; must equal the graph's ranks")
       ->check(integer_in(1, kMaxLocalRanks));
-  cmd->add_option("--backend", o->backend, "cpu (cuda comes with its issue)")
+  cmd->add_option("--backend", o->backend,
+                  "cpu, or cuda: one GPU per rank (built when CMake found CUDA and NCCL)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--threads", o->threads, "libtorch threads per rank")

@@ -296,5 +296,22 @@ TEST_F(Profile, SweepRefusesScenarioFlagsAndTheGridNeedsTheSweep) {
   EXPECT_FALSE(std::filesystem::exists(path("hw.json")));
 }
 
+// Without a GPU (CI's machines), --backend cuda says why it cannot profile and writes nothing:
+// no visible device, or no CUDA backend in this build. A GPU sweep is bench/cuda_profile's job.
+TEST_F(Profile, OnCudaWithoutAGpuSaysWhyAndWritesNothing) {
+  const Outcome cuda = metron("profile --backend cuda --hardware dgx-h100 -o " + path("p.json"));
+  if (cuda.code == 0) GTEST_SKIP() << "this machine has a GPU";
+  EXPECT_EQ(cuda.code, 2) << cuda.err;
+  EXPECT_THAT(cuda.err,
+              ::testing::AnyOf(HasSubstr("--backend cuda: no CUDA device is visible"),
+                               HasSubstr("--backend cuda: this metron was built without the CUDA")))
+      << cuda.err;
+  EXPECT_FALSE(std::filesystem::exists(path("p.json")));
+  const Outcome sweep = metron("profile --backend cuda --sweep -o " + path("hw.json"));
+  EXPECT_EQ(sweep.code, 2);
+  EXPECT_THAT(sweep.err, HasSubstr("--backend cuda"));
+  EXPECT_FALSE(std::filesystem::exists(path("hw.json")));
+}
+
 }  // namespace
 }  // namespace metron

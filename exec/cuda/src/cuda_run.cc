@@ -1,8 +1,10 @@
 #include "metron/exec/cuda/cuda_run.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -75,6 +77,36 @@ double measure_operation_seconds(const ir::Operation& operation, const CudaRunOp
   const timelines::TaskSpan span = step.timeline.tasks[task.index()];
   return static_cast<double>(span.end_ns - span.start_ns) * 1e-9 /
          static_cast<double>(std::max(1, operation.count));
+}
+
+std::size_t profile_operations(
+    const std::vector<std::vector<std::vector<ProfiledOperation>>>& operations,
+    const CudaRunOptions& options, models::CostProfile& profile, const ProfileProgress& progress) {
+  // Each distinct (key, precision, count) once, in the order the steps list them.
+  std::map<std::tuple<std::string, models::Precision, std::int32_t>, const ir::Operation*> todo;
+  std::vector<std::tuple<std::string, models::Precision, std::int32_t>> order;
+  for (const auto& rank : operations) {
+    for (const auto& task : rank) {
+      for (const ProfiledOperation& p : task) {
+        const auto id = std::tuple{p.key.first, p.key.second, p.op.count};
+        if (todo.emplace(id, &p.op).second) order.push_back(id);
+      }
+    }
+  }
+  std::map<std::pair<std::string, models::Precision>, std::vector<double>> seconds;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const auto& [key, precision, count] = order[i];
+    const double s = measure_operation_seconds(*todo.at(order[i]), options);
+    seconds[{key, precision}].push_back(s);
+    if (progress) {
+      progress(i + 1, order.size(), key + " " + std::string(models::to_string(precision)), s);
+    }
+  }
+  for (auto& [key, values] : seconds) {
+    std::sort(values.begin(), values.end());
+    profile.set_compute(key.first, key.second, values[(values.size() - 1) / 2]);
+  }
+  return order.size();
 }
 
 }  // namespace metron::exec::cuda

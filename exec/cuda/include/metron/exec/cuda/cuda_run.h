@@ -6,9 +6,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "metron/exec/measured_step.h"
+#include "metron/exec/operation_profile.h"
 #include "metron/ir/graph.h"
+#include "metron/models/cost_profile.h"
 
 namespace metron::exec::cuda {
 
@@ -29,5 +34,18 @@ MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& 
 /// `operation.count` times in a row, run as above; the median iteration's task time over the
 /// count. What the GPU profile and its tests time operations with. Throws as above.
 double measure_operation_seconds(const ir::Operation& operation, const CudaRunOptions& options);
+
+/// Called after each operation a profile timed: how many are done of how many, its key and
+/// precision name, and the seconds one repetition took.
+using ProfileProgress = std::function<void(std::size_t done, std::size_t total,
+                                           const std::string& what, double seconds)>;
+
+/// `metron profile --backend cuda`'s compute part: times every distinct operation of
+/// `operations` (distinct_task_operations of a step; every rank's, since the ranks of one GPU
+/// model run the same kernels) with measure_operation_seconds, once per (key, precision, count),
+/// and sets each key's median over its counts in `profile`. Returns how many were timed.
+std::size_t profile_operations(
+    const std::vector<std::vector<std::vector<ProfiledOperation>>>& operations,
+    const CudaRunOptions& options, models::CostProfile& profile, const ProfileProgress& progress);
 
 }  // namespace metron::exec::cuda

@@ -13,7 +13,7 @@
 #include "metron/ir/graph.h"
 #include "metron/models/hardware_spec.h"
 
-namespace metron::scenario {
+namespace metron::exec {
 
 /// The key the cost model stores an operation's measured time under: the operation as the
 /// models::OpCost it was made from ("gemm:MxNxK", "batched-gemm:BxMxNxK",
@@ -33,4 +33,4 @@ struct ProfiledOperation {
 std::vector<std::vector<std::vector<ProfiledOperation>>> distinct_task_operations(
     const ir::Graph& graph);
 
-}  // namespace metron::scenario
+}  // namespace metron::exec

@@ -1,4 +1,4 @@
-#include "metron/scenario/operation_profile.h"
+#include "metron/exec/operation_profile.h"
 
 #include <optional>
 #include <set>
@@ -6,7 +6,7 @@
 
 #include "metron/models/compute_cost.h"
 
-namespace metron::scenario {
+namespace metron::exec {
 
 std::string profile_key(const ir::Operation& op) {
   models::OpCost cost{.name = op.name, .m = op.m, .n = op.n, .k = op.k, .batch = op.batch};
@@ -42,4 +42,4 @@ std::vector<std::vector<std::vector<ProfiledOperation>>> distinct_task_operation
   return out;
 }
 
-}  // namespace metron::scenario
+}  // namespace metron::exec

@@ -7,8 +7,9 @@
 //   - Streams: one non-blocking CUDA stream per IR stream of the rank. Dependencies across streams
 //     are events created with cudaEventDisableTiming: recorded after the dependency,
 //     cudaStreamWaitEvent before the task (Note [rank program]). The hardware-queue count is
-//     CUDA_DEVICE_MAX_CONNECTIONS, which only takes effect before the process creates its CUDA
-//     context: cuda_run sets it from the program; set_hardware_queues() is the one place.
+//     CUDA_DEVICE_MAX_CONNECTIONS, which only takes effect when it is set before the process's
+//     first CUDA call: the runs set it from the program first; set_hardware_queues() is the one
+//     place.
 //   - Timing: each task is bracketed by two timing events on its stream, and the device's times
 //     are placed on the host's steady clock through an origin event, recorded at the start of
 //     the iteration with the device idle between two host reads (spinning on cudaEventQuery, so
@@ -71,7 +72,7 @@ class CudaBackend final : public RankBackend {
 };
 
 /// Sets CUDA_DEVICE_MAX_CONNECTIONS to `queues` for this process unless the user set it. Only
-/// effective before the process's first CUDA call creates its context (Note [cuda backend]).
+/// effective before the process's first CUDA call (Note [cuda backend]).
 void set_hardware_queues(std::int32_t queues);
 
 }  // namespace metron::exec::cuda

@@ -24,8 +24,9 @@ struct CudaRunOptions {
   int device = 0;
 };
 
-/// Runs `graph`, which must have one rank, on GPU `options.device`. The first call in a process
-/// sets CUDA_DEVICE_MAX_CONNECTIONS from the rank's hardware queues (Note [cuda backend]).
+/// Runs `graph`, which must have one rank, on GPU `options.device`. Sets
+/// CUDA_DEVICE_MAX_CONNECTIONS from the rank's hardware queues, which acts only when nothing in
+/// the process called CUDA before (Note [cuda backend]).
 /// Throws InvalidConfig for a graph of several ranks or bad options, BackendError naming the
 /// task when CUDA, cuBLASLt or NCCL fails or a wait times out.
 MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& options);

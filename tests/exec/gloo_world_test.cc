@@ -21,8 +21,8 @@
 #include "metron/base/error.h"
 #include "metron/exec/local_launcher.h"
 #include "metron/exec/torch_compute.h"
-#include "support/free_port.h"
 #include "metron/exec/wire_layout.h"
+#include "support/free_port.h"
 
 namespace metron::exec {
 namespace {

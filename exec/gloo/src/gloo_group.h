@@ -14,8 +14,8 @@
 #include <tuple>
 #include <vector>
 
-#include "metron/ir/task.h"
 #include "metron/exec/wire_layout.h"
+#include "metron/ir/task.h"
 
 namespace metron::exec::detail {
 

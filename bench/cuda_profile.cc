@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench_setup.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/exec/cuda/cuda_compute.h"
@@ -46,14 +47,6 @@ double flops_of(const Operation& op) {
 /// at least 3 and at most 2000.
 std::int32_t repetitions_for(double work) {
   return static_cast<std::int32_t>(std::clamp(std::round(1e13 / work), 3.0, 2000.0));
-}
-
-std::optional<models::HardwareSpec> preset_for(const std::string& device) {
-  for (const auto& [part, preset] : {std::pair{"H100", "dgx-h100"}, std::pair{"A100", "dgx-a100"},
-                                     std::pair{"H200", "h200-node"}}) {
-    if (device.find(part) != std::string::npos) return models::hardware_preset(preset);
-  }
-  return std::nullopt;
 }
 
 models::Precision precision_of(DType dtype) {
@@ -106,30 +99,11 @@ std::string today() {
 }
 
 int run(int argc, char** argv) {
-  std::string output;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-o" && i + 1 < argc) {
-      output = argv[++i];
-    } else if (arg == "--quick") {
-      quick = true;
-    } else {
-      std::cerr << "usage: cuda_profile -o FILE [--quick]\n";
-      return 2;
-    }
-  }
-  if (output.empty()) {
-    std::cerr << "cuda_profile: error: expected -o FILE\n";
-    return 2;
-  }
-  const cuda::CudaInfo info = cuda::query_cuda();
-  if (info.device_count == 0) {
-    std::cerr << "cuda_profile: error: no CUDA device (" << info.error << ")\n";
-    return 2;
-  }
-  const std::string device = cuda::CudaCompute({}).device_description();
-  const std::optional<models::HardwareSpec> preset = preset_for(device);
+  const std::optional<metron::bench::GpuBench> setup =
+      metron::bench::gpu_bench_setup(argc, argv, "cuda_profile", /*need_output=*/true,
+                                     /*need_preset=*/false);
+  if (!setup) return 2;
+  const auto& [output, quick, info, device, preset] = *setup;
   const cuda::CudaRunOptions run{.iterations = quick ? 2 : 5, .warmup = 1};
   nlohmann::json doc = {
       {"gpu", device},

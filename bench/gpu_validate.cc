@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_bench_setup.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/exec/cuda/cuda_compute.h"
@@ -61,44 +62,16 @@ std::string name_of(const Case& c) {
                      c.schedule);
 }
 
-std::optional<models::HardwareSpec> preset_for(const std::string& device) {
-  for (const auto& [part, preset] : {std::pair{"H100", "dgx-h100"}, std::pair{"A100", "dgx-a100"},
-                                     std::pair{"H200", "h200-node"}}) {
-    if (device.find(part) != std::string::npos) return models::hardware_preset(preset);
-  }
-  return std::nullopt;
-}
-
 double error_percent(double predicted, double measured) {
   return 100.0 * (predicted - measured) / measured;
 }
 
 int run(int argc, char** argv) {
-  std::string output;
-  bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "-o" && i + 1 < argc) {
-      output = argv[++i];
-    } else if (arg == "--quick") {
-      quick = true;
-    } else {
-      std::cerr << "usage: gpu_validate [-o results.json] [--quick]\n";
-      return 2;
-    }
-  }
-  const cuda::CudaInfo info = cuda::query_cuda();
-  if (info.device_count == 0) {
-    std::cerr << "gpu_validate: error: no CUDA device (" << info.error << ")\n";
-    return 2;
-  }
-  const std::string device = cuda::CudaCompute({}).device_description();
-  const std::optional<models::HardwareSpec> preset = preset_for(device);
-  if (!preset) {
-    std::cerr << "gpu_validate: error: no hardware preset for " << device
-              << "; expected an A100, H100 or H200\n";
-    return 2;
-  }
+  const std::optional<metron::bench::GpuBench> setup =
+      metron::bench::gpu_bench_setup(argc, argv, "gpu_validate", /*need_output=*/false,
+                                     /*need_preset=*/true);
+  if (!setup) return 2;
+  const auto& [output, quick, info, device, preset] = *setup;
   // Steps whose activations fit one 80 GB GPU (the executor allocates the graph's buffers, not
   // the model state): the schedule families that run on one rank, GPT and Llama shapes.
   std::vector<Case> cases = {

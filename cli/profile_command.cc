@@ -112,15 +112,22 @@ void add_compute(const std::vector<std::vector<std::vector<ProfiledOperation>>>&
   }
 }
 
-void run_profile(const ProfileFlags& o) {
-  const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
-  const scenario::Step step = executable_step(scenario);
-  const auto tasks = exec::distinct_task_operations(step.graph);
+/// The step's distinct operation lists by rank; refused when it lists none.
+std::vector<std::vector<std::vector<ProfiledOperation>>> operations_to_profile(
+    const scenario::Step& step) {
+  auto tasks = exec::distinct_task_operations(step.graph);
   if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
     throw InvalidConfig(
         "the step's compute tasks list no operations (a scenario with explicit "
         "costs); expected a model to profile");
   }
+  return tasks;
+}
+
+void run_profile(const ProfileFlags& o) {
+  const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
+  const scenario::Step step = executable_step(scenario);
+  const auto tasks = operations_to_profile(step);
   CommunicationPlan comm = plan_communication(step, {.warmup = o.warmup,
                                                      .repetitions = o.repetitions,
                                                      .threads = o.threads,
@@ -157,12 +164,7 @@ void run_profile(const ProfileFlags& o) {
 void run_cuda_profile(const ProfileFlags& o) {
   const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
   const scenario::Step step = executable_step(scenario);
-  const auto tasks = exec::distinct_task_operations(step.graph);
-  if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
-    throw InvalidConfig(
-        "the step's compute tasks list no operations (a scenario with explicit "
-        "costs); expected a model to profile");
-  }
+  const auto tasks = operations_to_profile(step);
   if (const exec::cuda::CudaInfo info = exec::cuda::query_cuda(); info.device_count == 0) {
     throw InvalidConfig("--backend cuda: no CUDA device is visible (" + info.error +
                         "); expected a machine with a GPU, or --backend cpu");

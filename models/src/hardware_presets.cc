@@ -35,6 +35,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu_local_profile.h"
@@ -128,6 +129,15 @@ std::span<const HardwareSpec> hardware_presets() {
 
 const HardwareSpec& hardware_preset(std::string_view name) {
   return detail::find_preset(hardware_presets(), name, "hardware");
+}
+
+std::optional<HardwareSpec> hardware_preset_for_gpu(std::string_view device_name) {
+  // Names as CUDA reports them (cudaDeviceProp::name), e.g. "NVIDIA H100 80GB HBM3".
+  for (const auto& [model, preset] : {std::pair{"H100", "dgx-h100"}, std::pair{"H200", "h200-node"},
+                                      std::pair{"A100", "dgx-a100"}}) {
+    if (device_name.find(model) != std::string_view::npos) return hardware_preset(preset);
+  }
+  return std::nullopt;
 }
 
 }  // namespace metron::models

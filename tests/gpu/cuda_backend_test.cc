@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_scenarios.h"
 #include "metron/base/error.h"
 #include "metron/exec/cuda/cuda_info.h"
 #include "metron/exec/cuda/cuda_run.h"
@@ -27,22 +28,7 @@ namespace {
     }                                                                               \
   } while (false)
 
-/// A small GPT on one H100-class rank: tasks of tens of microseconds, every op kind.
-scenario::Scenario one_rank(const std::string& schedule, std::int64_t vp) {
-  scenario::Scenario s;
-  s.model = {.name = "gpu-test",
-             .layers = 4,
-             .hidden = 1024,
-             .heads = 16,
-             .vocab = 32000,
-             .seq_len = 1024};
-  s.hardware = models::hardware_preset("dgx-h100");
-  s.parallel = {.tp = 1, .pp = 1, .dp = 1, .microbatch_size = 1, .seq_len = 1024};
-  s.parallel.vp = vp;
-  s.parallel.num_microbatches = 4;
-  s.schedule = {.name = schedule};
-  return s;
-}
+using testing::one_gpu_scenario;
 
 void expect_a_valid_run(const ir::Graph& graph, const MeasuredStep& step) {
   EXPECT_THAT(testing::ordering_violations(graph, step.timeline, 0), ::testing::IsEmpty());
@@ -63,8 +49,8 @@ class OneRankSchedule : public ::testing::TestWithParam<Family> {};
 
 TEST_P(OneRankSchedule, RunsOnTheGpuObeyingTheRules) {
   // The graph is built and checked first: without a GPU that much still runs.
-  const scenario::Step step = scenario::build_step(one_rank(GetParam().schedule, GetParam().vp),
-                                                   scenario::Replication::kFull);
+  const scenario::Step step = scenario::build_step(
+      one_gpu_scenario(GetParam().schedule, GetParam().vp), scenario::Replication::kFull);
   ASSERT_EQ(step.graph.num_ranks(), 1);
   METRON_REQUIRE_GPU();
   const MeasuredStep measured = run_cuda_single_rank(step.graph, {.iterations = 3});
@@ -92,7 +78,7 @@ class OneReplicaPolicy : public ::testing::TestWithParam<Policy> {};
 // member standing for the real ones: on one GPU every collective of the policy runs on a
 // one-rank NCCL communicator, on the streams and with the events the policy asks for.
 TEST_P(OneReplicaPolicy, RunsItsCollectivesThroughNccl) {
-  scenario::Scenario s = one_rank("1f1b", 1);
+  scenario::Scenario s = one_gpu_scenario("1f1b", 1);
   s.parallel.dp = 8;
   s.sync = GetParam().options;
   const scenario::Step step = scenario::build_step(s, scenario::Replication::kSymmetric);

@@ -23,11 +23,7 @@ namespace {
 std::optional<models::HardwareSpec> preset_of_this_gpu(std::string& name) {
   if (query_cuda().device_count == 0) return std::nullopt;
   name = CudaCompute({}).device_description();
-  for (const auto& [part, preset] : {std::pair{"H100", "dgx-h100"}, std::pair{"A100", "dgx-a100"},
-                                     std::pair{"H200", "h200-node"}}) {
-    if (name.find(part) != std::string::npos) return models::hardware_preset(preset);
-  }
-  return std::nullopt;
+  return models::hardware_preset_for_gpu(name);
 }
 
 double gemm_flops(const ir::Operation& op) {

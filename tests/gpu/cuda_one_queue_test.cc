@@ -9,10 +9,10 @@
 #include <cstdlib>
 #include <string>
 
+#include "gpu_scenarios.h"
 #include "metron/exec/cuda/cuda_backend.h"
 #include "metron/exec/cuda/cuda_info.h"
 #include "metron/exec/cuda/cuda_run.h"
-#include "metron/models/hardware_presets.h"
 #include "metron/scenario/step_builder.h"
 #include "support/ordering_check.h"
 
@@ -25,21 +25,12 @@ TEST(CudaBackend, OneHardwareQueueStartsTasksInIssueOrder) {
   ASSERT_NE(queues, nullptr);
   if (std::string(queues) != "1")
     GTEST_SKIP() << "the user set CUDA_DEVICE_MAX_CONNECTIONS=" << queues;
-  scenario::Scenario s;
-  s.model = {.name = "gpu-test",
-             .layers = 4,
-             .hidden = 1024,
-             .heads = 16,
-             .vocab = 32000,
-             .seq_len = 1024};
-  s.hardware = models::hardware_preset("dgx-h100");
-  s.hardware.hardware_queues = 1;
-  s.parallel = {.tp = 1, .pp = 1, .dp = 8, .microbatch_size = 1, .seq_len = 1024};
-  s.parallel.num_microbatches = 4;
-  s.schedule = {.name = "1f1b"};
+  scenario::Scenario s = testing::one_gpu_scenario("1f1b");
+  s.parallel.dp = 8;
   s.sync = {.policy = sync::SyncPolicy::kMegatronDistopt,
             .overlap_grad_reduce = true,
             .overlap_param_gather = true};
+  s.hardware.hardware_queues = 1;
   const scenario::Step step = scenario::build_step(s, scenario::Replication::kSymmetric);
   ASSERT_EQ(step.graph.rank(ir::RankId{0}).hardware_queues, 1);
   if (const CudaInfo info = query_cuda(); info.device_count == 0) {

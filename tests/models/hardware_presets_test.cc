@@ -149,6 +149,14 @@ TEST(HardwarePresets, CpuLocalPeaksAreMeasuredThroughput) {
   EXPECT_EQ(cpu.hardware_queues, 8);
 }
 
+// The names CUDA reported on the GPUs metron was checked on, and the datasheet each maps to.
+TEST(HardwarePresets, AGpuNamedByCudaFindsItsDatasheet) {
+  EXPECT_EQ(hardware_preset_for_gpu("NVIDIA H100 80GB HBM3")->name, "dgx-h100");
+  EXPECT_EQ(hardware_preset_for_gpu("NVIDIA A100-SXM4-80GB")->name, "dgx-a100");
+  EXPECT_EQ(hardware_preset_for_gpu("NVIDIA H200")->name, "h200-node");
+  EXPECT_FALSE(hardware_preset_for_gpu("NVIDIA GeForce RTX 4090").has_value());
+}
+
 TEST(HardwarePresets, UnknownNameListsThePresetsAndSuggestsACloseOne) {
   EXPECT_THAT([] { (void)hardware_preset("dgx-h10"); },
               ThrowsMessage<InvalidConfig>(HasSubstr(

@@ -9,6 +9,7 @@
 #include "metron/exec/cuda/cuda_backend.h"
 #include "metron/exec/cuda/cuda_compute.h"
 #include "metron/exec/cuda/cuda_info.h"
+#include "metron/exec/cuda/cuda_run.h"
 #include "metron/exec/cuda/nccl_world.h"
 #include "metron/exec/rank_executor.h"
 #include "metron/exec/rank_program.h"
@@ -93,18 +94,7 @@ std::optional<MeasuredStep> run_cuda_rank(const ir::Graph& graph, const Rendezvo
       device);
   CudaCompute compute({.device = device});
   status("preparing the compute tasks' tensors and the communication buffers");
-  for (const ProgramStep& step : executor.program().steps) {
-    const ir::Task& task = graph.task(step.task);
-    if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
-      compute.prepare(*c, step.stream);
-    } else if (const auto* g = std::get_if<ir::Collective>(&task.op)) {
-      nccl->prepare_collective(g->group.value(), *g);
-    } else if (const auto* s = std::get_if<ir::Send>(&task.op)) {
-      nccl->prepare_transfer(s->bytes);
-    } else if (const auto* r = std::get_if<ir::Recv>(&task.op)) {
-      nccl->prepare_transfer(r->bytes);
-    }
-  }
+  prepare_rank(graph, executor.program(), compute, nccl.get());
   auto backend = std::make_unique<CudaBackend>(executor.program(), compute, nccl.get(),
                                                options.timeout, device);
   try {

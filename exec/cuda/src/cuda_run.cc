@@ -18,6 +18,27 @@
 
 namespace metron::exec::cuda {
 
+void prepare_rank(const ir::Graph& graph, const RankProgram& program, CudaCompute& compute,
+                  NcclWorld* world) {
+  for (const ProgramStep& step : program.steps) {
+    const ir::Task& task = graph.task(step.task);
+    if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
+      compute.prepare(*c, step.stream);
+      continue;
+    }
+    if (!task.is_communication()) continue;
+    METRON_ASSERT(world != nullptr, "cuda run: " + graph.describe(step.task) +
+                                        " communicates but the rank has no NCCL world");
+    if (const auto* g = std::get_if<ir::Collective>(&task.op)) {
+      world->prepare_collective(g->group.value(), *g);
+    } else if (const auto* s = std::get_if<ir::Send>(&task.op)) {
+      world->prepare_transfer(s->bytes);
+    } else if (const auto* r = std::get_if<ir::Recv>(&task.op)) {
+      world->prepare_transfer(r->bytes);
+    }
+  }
+}
+
 MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& options) {
   if (graph.num_ranks() != 1) {
     throw InvalidConfig("cuda run: the graph has " + std::to_string(graph.num_ranks()) +
@@ -32,9 +53,7 @@ MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& 
   std::unique_ptr<NcclWorld> world;
   bool communicates = false;
   for (const ProgramStep& step : executor.program().steps) {
-    const ir::TaskKind kind = graph.task(step.task).kind();
-    communicates = communicates || kind == ir::TaskKind::kCollective ||
-                   kind == ir::TaskKind::kSend || kind == ir::TaskKind::kRecv;
+    communicates = communicates || graph.task(step.task).is_communication();
   }
   if (communicates) {
     std::vector<std::vector<std::int32_t>> groups;
@@ -44,18 +63,7 @@ MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& 
     }
     world = std::make_unique<NcclWorld>(0, 1, groups, NcclWorld::IdExchange{}, options.device);
   }
-  for (const ProgramStep& step : executor.program().steps) {
-    const ir::Task& task = graph.task(step.task);
-    if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
-      compute.prepare(*c, step.stream);
-    } else if (const auto* g = std::get_if<ir::Collective>(&task.op)) {
-      world->prepare_collective(g->group.value(), *g);
-    } else if (const auto* s = std::get_if<ir::Send>(&task.op)) {
-      world->prepare_transfer(s->bytes);
-    } else if (const auto* r = std::get_if<ir::Recv>(&task.op)) {
-      world->prepare_transfer(r->bytes);
-    }
-  }
+  prepare_rank(graph, executor.program(), compute, world.get());
   CudaBackend backend(executor.program(), compute, world.get(), options.timeout, options.device);
   std::vector<std::vector<RankIteration>> measured(1);
   const std::int64_t total = std::int64_t{options.warmup} + options.iterations;

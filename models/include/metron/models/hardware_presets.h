@@ -7,6 +7,7 @@
 //   cpu-local   libtorch CPU GEMM and element-wise throughput, Gloo loopback latency and
 //               bandwidth, measured by `metron profile --sweep` into models/profiles/cpu-local.json
 
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -23,5 +24,10 @@ std::span<const HardwareSpec> hardware_presets();
 ///   const HardwareSpec& h100 = hardware_preset("dgx-h100");
 /// @endcode
 const HardwareSpec& hardware_preset(std::string_view name);
+
+/// The preset of the GPU a CUDA device name names, by its model ("NVIDIA H100 80GB HBM3" ->
+/// dgx-h100, "A100" -> dgx-a100, "H200" -> h200-node), for checking a GPU against its
+/// datasheet; nullopt for a GPU no preset describes.
+std::optional<HardwareSpec> hardware_preset_for_gpu(std::string_view device_name);
 
 }  // namespace metron::models

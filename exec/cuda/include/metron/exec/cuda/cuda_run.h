@@ -12,10 +12,14 @@
 
 #include "metron/exec/measured_step.h"
 #include "metron/exec/operation_profile.h"
+#include "metron/exec/rank_program.h"
 #include "metron/ir/graph.h"
 #include "metron/models/cost_profile.h"
 
 namespace metron::exec::cuda {
+
+class CudaCompute;
+class NcclWorld;
 
 struct CudaRunOptions {
   std::int32_t iterations = 5;               ///< measured iterations (the median is reported)
@@ -23,6 +27,12 @@ struct CudaRunOptions {
   std::chrono::milliseconds timeout{60000};  ///< bounds every host wait
   int device = 0;
 };
+
+/// Before the timed iterations: allocates what each compute task of `program` runs (on its
+/// stream's slot) and the NCCL buffer its collectives and transfers need. `world` may be null
+/// when the program does not communicate. Throws as CudaCompute::prepare and NcclWorld do.
+void prepare_rank(const ir::Graph& graph, const RankProgram& program, CudaCompute& compute,
+                  NcclWorld* world);
 
 /// Runs `graph`, which must have one rank, on GPU `options.device`. Sets
 /// CUDA_DEVICE_MAX_CONNECTIONS from the rank's hardware queues, which acts only when nothing in

@@ -169,6 +169,36 @@ TEST(CudaBackend, HonoursEventsHostWaitsAndMemoryOfAHandBuiltGraph) {
   EXPECT_GE(span(graph.num_tasks() - 2).end_ns, span(last.value()).end_ns);
 }
 
+// A task that outlasts the timeout: the host wait gives up and names what the stream is doing,
+// as the watchdog's status does.
+TEST(CudaBackend, AHostWaitPastTheTimeoutNamesTheRunningTask) {
+  ir::GraphBuilder b;
+  const ir::RankId r = b.add_rank();
+  // About 3 s of bf16 GEMMs on an H100, far past the 200 ms timeout.
+  const ir::Operation gemm{.name = "gemm",
+                           .kind = ir::OperationKind::kGemm,
+                           .m = 8192,
+                           .n = 8192,
+                           .k = 8192,
+                           .count = 2000,
+                           .dtype = ir::DType::kBf16};
+  const ir::TaskId slow = b.add(
+      {.rank = r, .stream = b.add_stream(r, "compute"), .op = ir::Compute{.operations = {gemm}}});
+  b.add({.rank = r, .op = ir::HostWait{.target = slow}});
+  const ir::Graph graph = std::move(b).build();
+  METRON_REQUIRE_GPU();
+  try {
+    (void)run_cuda_single_rank(
+        graph, {.iterations = 1, .warmup = 0, .timeout = std::chrono::milliseconds(200)});
+    FAIL() << "expected the host wait to time out";
+  } catch (const BackendError& e) {
+    EXPECT_THAT(
+        e.what(),
+        ::testing::AllOf(::testing::HasSubstr("timed out after 200 ms waiting for a host wait"),
+                         ::testing::HasSubstr("stream compute: running " + graph.describe(slow))));
+  }
+}
+
 TEST(CudaBackend, RefusesAGraphOfSeveralRanks) {
   ir::GraphBuilder b;
   for (int i = 0; i < 2; ++i) {

@@ -18,7 +18,7 @@
 namespace metron::exec::cuda {
 namespace {
 
-constexpr const char* kNcclIdKey = "metron/nccl-unique-id";
+constexpr const char* kNcclIdKey = "metron/nccl-unique-id";  // + "/world", "/p2p/3/4"
 
 // The store carries text: the unique id's bytes as hex.
 std::string to_hex(const std::string& bytes) {
@@ -76,20 +76,16 @@ std::optional<MeasuredStep> run_cuda_rank(const ir::Graph& graph, const Rendezvo
   auto world_owner =
       std::make_unique<GlooWorld>(rendezvous, std::vector<std::vector<std::int32_t>>{});
   GlooWorld& store = *world_owner;
-  std::vector<std::vector<std::int32_t>> groups;
-  for (const ir::Group& group : graph.data().groups) {
-    std::vector<std::int32_t>& members = groups.emplace_back();
-    for (const ir::RankId r : group.ranks) members.push_back(r.value());
-  }
   status("creating the NCCL communicators on GPU " + std::to_string(device));
   auto nccl = std::make_unique<NcclWorld>(
-      rendezvous.rank, rendezvous.world_size, groups,
-      [&](const std::string& id) {
-        if (rendezvous.rank == 0) {
-          store.store_set(kNcclIdKey, to_hex(id));
+      rendezvous.rank, rendezvous.world_size, NcclWorld::plan_of(graph, rendezvous.rank),
+      [&store](const std::string& key, const std::string& id) {
+        const std::string name = std::string(kNcclIdKey) + "/" + key;
+        if (!id.empty()) {
+          store.store_set(name, to_hex(id));
           return id;
         }
-        return from_hex(store.store_get(kNcclIdKey));
+        return from_hex(store.store_get(name));
       },
       device);
   CudaCompute compute({.device = device});

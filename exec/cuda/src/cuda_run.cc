@@ -56,12 +56,8 @@ MeasuredStep run_cuda_single_rank(const ir::Graph& graph, const CudaRunOptions& 
     communicates = communicates || graph.task(step.task).is_communication();
   }
   if (communicates) {
-    std::vector<std::vector<std::int32_t>> groups;
-    for (const ir::Group& group : graph.data().groups) {
-      std::vector<std::int32_t>& members = groups.emplace_back();
-      for (const ir::RankId r : group.ranks) members.push_back(r.value());
-    }
-    world = std::make_unique<NcclWorld>(0, 1, groups, NcclWorld::IdExchange{}, options.device);
+    world = std::make_unique<NcclWorld>(0, 1, NcclWorld::plan_of(graph, 0), NcclWorld::IdExchange{},
+                                        options.device);
   }
   prepare_rank(graph, executor.program(), compute, world.get());
   CudaBackend backend(executor.program(), compute, world.get(), options.timeout, options.device);

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <set>
+#include <variant>
 
 #include "cuda_check.h"
 #include "metron/base/error.h"
@@ -50,10 +53,15 @@ struct NcclWorld::Impl {
   int device = 0;
   ncclComm_t world = nullptr;
   std::vector<Group> groups;
+  std::map<std::int32_t, ncclComm_t> send_comms;     ///< by receiver: this rank is rank 0
+  std::map<std::int32_t, ncclComm_t> receive_comms;  ///< by sender: this rank is rank 1
   void* buffer = nullptr;
   std::int64_t buffer_bytes = 0;
 
   ~Impl() {
+    for (auto* comms : {&send_comms, &receive_comms}) {
+      for (auto& [peer, comm] : *comms) static_cast<void>(ncclCommDestroy(comm));
+    }
     for (Group& g : groups) {
       if (g.comm != nullptr) static_cast<void>(ncclCommDestroy(g.comm));
     }
@@ -90,8 +98,52 @@ struct NcclWorld::Impl {
   }
 };
 
-NcclWorld::NcclWorld(std::int32_t rank, std::int32_t world_size,
-                     const std::vector<std::vector<std::int32_t>>& groups,
+namespace {
+
+std::string bytes_of(const ncclUniqueId& id) {
+  return {reinterpret_cast<const char*>(&id), sizeof id};
+}
+
+// The id shared under `key`: made here when `make`, else received.
+ncclUniqueId shared_id(const NcclWorld::IdExchange& exchange, const std::string& key, bool make,
+                       std::int32_t rank) {
+  ncclUniqueId id{};
+  if (make) check(ncclGetUniqueId(&id), "ncclGetUniqueId", key);
+  const std::string shared = exchange(key, make ? bytes_of(id) : std::string());
+  if (shared.size() != sizeof id) {
+    throw BackendError("nccl world: rank " + std::to_string(rank) + " received a unique id of " +
+                       std::to_string(shared.size()) + " bytes for " + key + "; expected " +
+                       std::to_string(sizeof id));
+  }
+  std::memcpy(&id, shared.data(), sizeof id);
+  return id;
+}
+
+std::string pair_key(std::int32_t from, std::int32_t to) {
+  return "p2p/" + std::to_string(from) + "/" + std::to_string(to);
+}
+
+}  // namespace
+
+NcclWorld::Plan NcclWorld::plan_of(const ir::Graph& graph, std::int32_t rank) {
+  Plan plan;
+  for (const ir::Group& group : graph.data().groups) {
+    std::vector<std::int32_t>& members = plan.groups.emplace_back();
+    for (const ir::RankId r : group.ranks) members.push_back(r.value());
+  }
+  std::set<std::int32_t> to;
+  std::set<std::int32_t> from;
+  for (const ir::TaskId id : graph.issue_order(ir::RankId{rank})) {
+    const ir::Task& task = graph.task(id);
+    if (const auto* s = std::get_if<ir::Send>(&task.op)) to.insert(s->peer.value());
+    if (const auto* r = std::get_if<ir::Recv>(&task.op)) from.insert(r->peer.value());
+  }
+  plan.sends_to.assign(to.begin(), to.end());
+  plan.receives_from.assign(from.begin(), from.end());
+  return plan;
+}
+
+NcclWorld::NcclWorld(std::int32_t rank, std::int32_t world_size, const Plan& plan,
                      const IdExchange& exchange, int device)
     : impl_(std::make_unique<Impl>()) {
   if (world_size < 1 || rank < 0 || rank >= world_size) {
@@ -102,23 +154,16 @@ NcclWorld::NcclWorld(std::int32_t rank, std::int32_t world_size,
   impl_->device = device;
   check(cudaSetDevice(device), "cudaSetDevice", "device " + std::to_string(device));
   ncclUniqueId id{};
-  if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-  if (world_size > 1) {
-    const std::string mine =
-        rank == 0 ? std::string(reinterpret_cast<const char*>(&id), sizeof id) : std::string();
-    const std::string shared = exchange(mine);
-    if (shared.size() != sizeof id) {
-      throw BackendError("nccl world: rank " + std::to_string(rank) + " received a unique id of " +
-                         std::to_string(shared.size()) + " bytes; expected " +
-                         std::to_string(sizeof id));
-    }
-    std::memcpy(&id, shared.data(), sizeof id);
+  if (world_size == 1) {
+    check(ncclGetUniqueId(&id), "ncclGetUniqueId", "world");
+  } else {
+    id = shared_id(exchange, "world", rank == 0, rank);
   }
   check(ncclCommInitRank(&impl_->world, world_size, id, rank), "ncclCommInitRank",
         "world of " + std::to_string(world_size));
-  for (std::size_t g = 0; g < groups.size(); ++g) {
+  for (std::size_t g = 0; g < plan.groups.size(); ++g) {
     Group& group = impl_->groups.emplace_back();
-    group.members = groups[g];
+    group.members = plan.groups[g];
     std::sort(group.members.begin(), group.members.end());
     const bool member =
         std::find(group.members.begin(), group.members.end(), rank) != group.members.end();
@@ -126,9 +171,36 @@ NcclWorld::NcclWorld(std::int32_t rank, std::int32_t world_size,
                         &group.comm, nullptr),
           "ncclCommSplit", "group " + std::to_string(g));
   }
+  connect_transfers(plan, exchange);
 }
 
 NcclWorld::~NcclWorld() = default;
+
+void NcclWorld::connect_transfers(const Plan& plan, const IdExchange& exchange) {
+  // Ids first, then the communicators: a rank publishes every id it makes before it waits for
+  // any it receives, so no two ranks wait for each other's.
+  std::vector<std::pair<std::int32_t, ncclUniqueId>> sends;
+  for (const std::int32_t to : plan.sends_to) {
+    sends.emplace_back(to, shared_id(exchange, pair_key(impl_->rank, to), true, impl_->rank));
+  }
+  std::vector<std::pair<std::int32_t, ncclUniqueId>> receives;
+  for (const std::int32_t from : plan.receives_from) {
+    receives.emplace_back(from,
+                          shared_id(exchange, pair_key(from, impl_->rank), false, impl_->rank));
+  }
+  // One group call for all of them: each initialisation waits for the peer's, and the peers
+  // reach theirs in their own order.
+  check(ncclGroupStart(), "ncclGroupStart", "transfer communicators");
+  for (auto& [to, pair_id] : sends) {
+    check(ncclCommInitRank(&impl_->send_comms[to], 2, pair_id, 0), "ncclCommInitRank",
+          pair_key(impl_->rank, to));
+  }
+  for (auto& [from, pair_id] : receives) {
+    check(ncclCommInitRank(&impl_->receive_comms[from], 2, pair_id, 1), "ncclCommInitRank",
+          pair_key(from, impl_->rank));
+  }
+  check(ncclGroupEnd(), "ncclGroupEnd", "transfer communicators");
+}
 
 void NcclWorld::prepare_collective(std::int32_t group, const ir::Collective& collective) {
   const Group& g = impl_->member_group(group);
@@ -214,9 +286,14 @@ void NcclWorld::send(std::int32_t peer, std::int64_t bytes, CUstream_st* stream)
       "send of " + std::to_string(bytes) + " bytes to rank " + std::to_string(peer);
   METRON_ASSERT(bytes <= impl_->buffer_bytes, "nccl world: " + what + " was not prepared");
   check(ncclGroupStart(), "ncclGroupStart", what);
-  check(ncclSend(impl_->buffer, static_cast<std::size_t>(bytes), ncclUint8, peer, impl_->world,
-                 stream),
-        "ncclSend", what);
+  const auto comm = impl_->send_comms.find(peer);
+  if (comm == impl_->send_comms.end()) {
+    throw InvalidConfig("nccl world: rank " + std::to_string(impl_->rank) +
+                        " has no transfer planned to rank " + std::to_string(peer));
+  }
+  check(
+      ncclSend(impl_->buffer, static_cast<std::size_t>(bytes), ncclUint8, 1, comm->second, stream),
+      "ncclSend", what);
   check(ncclGroupEnd(), "ncclGroupEnd", what);
 }
 
@@ -225,9 +302,14 @@ void NcclWorld::recv(std::int32_t peer, std::int64_t bytes, CUstream_st* stream)
       "receive of " + std::to_string(bytes) + " bytes from rank " + std::to_string(peer);
   METRON_ASSERT(bytes <= impl_->buffer_bytes, "nccl world: " + what + " was not prepared");
   check(ncclGroupStart(), "ncclGroupStart", what);
-  check(ncclRecv(impl_->buffer, static_cast<std::size_t>(bytes), ncclUint8, peer, impl_->world,
-                 stream),
-        "ncclRecv", what);
+  const auto comm = impl_->receive_comms.find(peer);
+  if (comm == impl_->receive_comms.end()) {
+    throw InvalidConfig("nccl world: rank " + std::to_string(impl_->rank) +
+                        " has no transfer planned from rank " + std::to_string(peer));
+  }
+  check(
+      ncclRecv(impl_->buffer, static_cast<std::size_t>(bytes), ncclUint8, 0, comm->second, stream),
+      "ncclRecv", what);
   check(ncclGroupEnd(), "ncclGroupEnd", what);
 }
 
@@ -243,6 +325,8 @@ std::string NcclWorld::async_error() const {
     out += name + ": " + ncclGetErrorString(state);
   };
   poll(impl_->world, "world");
+  for (const auto& [to, comm] : impl_->send_comms) poll(comm, pair_key(impl_->rank, to));
+  for (const auto& [from, comm] : impl_->receive_comms) poll(comm, pair_key(from, impl_->rank));
   for (std::size_t g = 0; g < impl_->groups.size(); ++g) {
     poll(impl_->groups[g].comm, "group " + std::to_string(g));
   }
@@ -250,6 +334,10 @@ std::string NcclWorld::async_error() const {
 }
 
 void NcclWorld::abort() noexcept {
+  for (auto* comms : {&impl_->send_comms, &impl_->receive_comms}) {
+    for (auto& [peer, comm] : *comms) static_cast<void>(ncclCommAbort(comm));
+    comms->clear();
+  }
   for (Group& g : impl_->groups) {
     if (g.comm != nullptr) static_cast<void>(ncclCommAbort(g.comm));
     g.comm = nullptr;

@@ -8,6 +8,14 @@
 //     then calls ncclCommSplit once per IR group, in group order, with the group's index as the
 //     colour where it is a member (NCCL_SPLIT_NOCOLOR elsewhere) and its rank as the key, so a
 //     group's communicator ranks its members as the IR does.
+//   - Transfers: one communicator of two ranks per direction between two ranks that transfer
+//     (sender rank 0, receiver rank 1), from a unique id the sender makes and puts in the store.
+//     NCCL runs the operations of one communicator one after another, in issue order: with one
+//     communicator for both directions, 1F1B's two stages would each wait in a send for a
+//     receive queued behind the other's send (Megatron-LM batches the pair into one group call
+//     for the same reason), while a direction's transfers are issued in one order on both ends.
+//     Only the two ranks take part, so a pipeline of thousands of ranks needs no world-wide
+//     call per pair.
 //   - A collective's bytes become calls as Gloo's do (metron/exec/wire_layout.h): `count` calls
 //     of bytes/count each, all-gather, reduce-scatter and all-to-all split into equal chunks.
 //     bf16 and fp8 travel as ncclBfloat16 and ncclFloat8e4m3; reductions sum. All-to-all is a
@@ -15,8 +23,9 @@
 //   - NCCL matches a communicator's calls by issue order, and the host issues a stream's tasks
 //     without waiting for them: a collective whose ordinal is not the next of its group (Note
 //     [rank program]) is refused with BackendError rather than left to mismatch. A transfer
-//     pairs by the order of calls between two ranks, so both must issue their transfers in the
-//     order of their tags; the graph's tags count communication instances in that order.
+//     pairs by its place among its direction's transfers, so both ends must issue them in one
+//     order: the schedules' issue orders do (activations and gradients flow microbatch by
+//     microbatch), but unlike Gloo's, which pair by tag, nothing here checks it.
 //   - Data: one device buffer as large as the largest call needs, reused by every call (the
 //     executor measures time, not values).
 //   - Failure: async_error() polls ncclCommGetAsyncError on every communicator, abort() calls
@@ -28,6 +37,7 @@
 #include <string>
 #include <vector>
 
+#include "metron/ir/graph.h"
 #include "metron/ir/task.h"
 
 struct CUstream_st;  // cudaStream_t is a CUstream_st*
@@ -37,15 +47,26 @@ namespace metron::exec::cuda {
 /// The communicators of one rank (Note [nccl world]).
 class NcclWorld {
  public:
-  /// Called on every rank with rank 0's serialized unique id (an empty string elsewhere); returns
-  /// rank 0's on every rank, e.g. through a store.
-  using IdExchange = std::function<std::string(const std::string&)>;
+  /// Shares a communicator's unique id under `key` ("world", "p2p/3/4"): the rank that made it
+  /// passes its serialized bytes and gets them back, the others pass "" and get them (e.g.
+  /// through a store, blocking until the maker has put them there).
+  using IdExchange = std::function<std::string(const std::string& key, const std::string& id)>;
 
-  /// `groups[g]` lists group g's members (world ranks). Makes `device` current. Throws
-  /// BackendError naming the NCCL call that failed, InvalidConfig for a rank outside the world.
-  NcclWorld(std::int32_t rank, std::int32_t world_size,
-            const std::vector<std::vector<std::int32_t>>& groups, const IdExchange& exchange,
-            int device);
+  /// What one rank communicates: `groups[g]` lists group g's members (world ranks, for every
+  /// group of the graph); `sends_to` and `receives_from` the ranks it transfers with.
+  struct Plan {
+    std::vector<std::vector<std::int32_t>> groups;
+    std::vector<std::int32_t> sends_to;
+    std::vector<std::int32_t> receives_from;
+  };
+
+  /// The plan of `rank` in `graph`'s communication.
+  static Plan plan_of(const ir::Graph& graph, std::int32_t rank);
+
+  /// Makes `device` current and creates the communicators. Throws BackendError naming the NCCL
+  /// call that failed, InvalidConfig for a rank outside the world.
+  NcclWorld(std::int32_t rank, std::int32_t world_size, const Plan& plan,
+            const IdExchange& exchange, int device);
   ~NcclWorld();
   NcclWorld(const NcclWorld&) = delete;
   NcclWorld& operator=(const NcclWorld&) = delete;
@@ -72,6 +93,9 @@ class NcclWorld {
   void abort() noexcept;
 
  private:
+  /// The two-rank communicators of `plan`'s transfers (Note [nccl world]).
+  void connect_transfers(const Plan& plan, const IdExchange& exchange);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

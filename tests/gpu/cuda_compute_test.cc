@@ -6,12 +6,14 @@
 
 #include "metron/exec/cuda/cuda_compute.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <optional>
 #include <string>
 
+#include "metron/base/error.h"
 #include "metron/exec/cuda/cuda_info.h"
 #include "metron/exec/cuda/cuda_run.h"
 #include "metron/models/hardware_presets.h"
@@ -92,6 +94,27 @@ TEST(CudaCompute, TheStreamingKernelReachesHalfTheHbmBandwidth) {
   EXPECT_GT(achieved, 0.5 * spec->gpu.hbm_bandwidth)
       << name << ": " << achieved / 1e9 << " GB/s of " << spec->gpu.hbm_bandwidth / 1e9;
   EXPECT_LT(achieved, 1.05 * spec->gpu.hbm_bandwidth) << "faster than the datasheet";
+}
+
+// What cuBLASLt cannot run fails naming the operation (fp8 needs sizes that are multiples of 16
+// on every GPU), and a GEMM with a zero size is no work rather than an error.
+TEST(CudaCompute, AGemmCublasCannotRunIsNamedAndAnEmptyOneIsNoWork) {
+  if (query_cuda().device_count == 0) GTEST_SKIP() << "needs a GPU";
+  const ir::Operation odd{.name = "odd-fp8",
+                          .kind = ir::OperationKind::kGemm,
+                          .m = 100,
+                          .n = 100,
+                          .k = 100,
+                          .dtype = ir::DType::kFp8};
+  try {
+    (void)measure_operation_seconds(odd, {.iterations = 1, .warmup = 0});
+    ADD_FAILURE() << "expected fp8 100x100x100 to be refused";
+  } catch (const BackendError& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("odd-fp8 gemm 100x100x100 fp8")) << e.what();
+  }
+  const ir::Operation empty{
+      .name = "empty", .kind = ir::OperationKind::kGemm, .m = 0, .n = 64, .k = 64, .count = 3};
+  EXPECT_LT(measure_operation_seconds(empty, {.iterations = 1, .warmup = 0}), 1e-4);
 }
 
 }  // namespace

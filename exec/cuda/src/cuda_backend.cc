@@ -186,6 +186,13 @@ struct CudaBackend::Impl {
     }
   }
 
+  // A launch that failed before it ran: its timing events may still hold an earlier
+  // iteration's times, so it is not reported.
+  void forget_last_launch() {
+    const std::lock_guard<std::mutex> lock(mutex);
+    launched.pop_back();
+  }
+
   void allocate(const Launch& launch, std::size_t index, cudaStream_t stream) {
     for (const auto& [buffer, bytes] : launch.allocates) {
       if (bytes <= 0) continue;
@@ -384,8 +391,10 @@ void CudaBackend::launch(std::int32_t stream, const Launch& launch) {
     d.release(launch, index, s);
     check(cudaEventRecord(end, s), "cudaEventRecord");
   } catch (const InvalidConfig& e) {
+    d.forget_last_launch();
     throw InvalidConfig(launch.label + ": " + e.what());
   } catch (const BackendError& e) {
+    d.forget_last_launch();
     throw BackendError(launch.label + ": " + e.what());
   }
 }

@@ -187,7 +187,13 @@ struct Work {
 std::vector<Work> work_of(const ir::Compute& compute) {
   std::vector<Work> out;
   if (!compute.operations.empty()) {
-    for (const ir::Operation& op : compute.operations) out.push_back({op, op.count});
+    for (const ir::Operation& op : compute.operations) {
+      // A GEMM with a zero size (or none repeated) does no work; a negative one is an error that
+      // prepare() names.
+      const bool empty_gemm = op.kind != ir::OperationKind::kElementwise &&
+                              (op.m == 0 || op.n == 0 || op.k == 0 || op.batch == 0);
+      if (!empty_gemm && op.count != 0) out.push_back({op, op.count});
+    }
     return out;
   }
   for (const payload::SquareGemms& g : payload::plan_square_gemms(compute.flops, kMaxSquareGemm)) {
@@ -251,6 +257,7 @@ struct CudaCompute::Impl {
       throw InvalidConfig("cuda compute: operation " + what +
                           ": expected positive sizes and a batch below 2^31");
     }
+    // (A GEMM with a zero size does no work: work_of() leaves it out before it gets here.)
     const ir::DType dtype = gemm_dtype(op.dtype);
     const auto [m, n, k, batch] = std::tuple{op.m, op.n, op.k, std::get<4>(gemm_key(op))};
     std::unique_ptr<Gemm>& entry = gemms[gemm_key(op)];

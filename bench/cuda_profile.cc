@@ -103,7 +103,8 @@ int run(int argc, char** argv) {
       metron::bench::gpu_bench_setup(argc, argv, "cuda_profile", /*need_output=*/true,
                                      /*need_preset=*/false);
   if (!setup) return 2;
-  const auto& [output, quick, info, device, preset] = *setup;
+  const auto& [output, quick, trace_dir, info, device, preset] = *setup;
+  static_cast<void>(trace_dir);  // no step runs here
   const cuda::CudaRunOptions run{.iterations = quick ? 2 : 5, .warmup = 1};
   nlohmann::json doc = {
       {"gpu", device},

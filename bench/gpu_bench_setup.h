@@ -1,7 +1,7 @@
 #pragma once
 // What the GPU benchmark programs (cuda_profile, gpu_validate) share before they measure: their
-// command line (`-o FILE [--quick]`) and the GPU they run on, with the preset that holds its
-// datasheet figures.
+// command line (`-o FILE [--quick] [--trace-dir DIR]`) and the GPU they run on, with the preset
+// that holds its datasheet figures.
 
 #include <iostream>
 #include <optional>
@@ -14,8 +14,9 @@
 namespace metron::bench {
 
 struct GpuBench {
-  std::string output;  ///< -o FILE; empty when not given
-  bool quick = false;  ///< --quick: a smoke run
+  std::string output;     ///< -o FILE; empty when not given
+  bool quick = false;     ///< --quick: a smoke run
+  std::string trace_dir;  ///< --trace-dir DIR (gpu_validate); empty when not given
   exec::cuda::CudaInfo info;
   std::string device;  ///< e.g. "NVIDIA H100 80GB HBM3 (sm_90)"
   std::optional<models::HardwareSpec> preset;
@@ -33,9 +34,11 @@ inline std::optional<GpuBench> gpu_bench_setup(int argc, char** argv, const std:
       out.output = argv[++i];
     } else if (arg == "--quick") {
       out.quick = true;
+    } else if (arg == "--trace-dir" && i + 1 < argc) {
+      out.trace_dir = argv[++i];
     } else {
       std::cerr << "usage: " << program << (need_output ? " -o FILE" : " [-o FILE]")
-                << " [--quick]\n";
+                << " [--quick] [--trace-dir DIR]\n";
       return std::nullopt;
     }
   }

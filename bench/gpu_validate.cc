@@ -4,7 +4,8 @@
 // payload, as `metron profile --backend cuda` would store them), and measured by running the step
 // on the CUDA backend, side by side with the errors. scripts/validate_gpu.sh runs it.
 //
-//   gpu_validate [-o results.json] [--quick]      --quick: the first two steps only
+//   gpu_validate [-o results.json] [--quick] [--trace-dir DIR]
+//     --quick: the first two steps only; --trace-dir: the first step's per-rank traces
 //
 // Only one rank: a run of several ranks needs the launcher and NCCL over several GPUs, which the
 // CLI's `metron run --backend cuda` is for. Exits 2 without a GPU or with a GPU metron has no
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -31,6 +33,9 @@
 #include "metron/models/model_presets.h"
 #include "metron/scenario/evaluation.h"
 #include "metron/scenario/step_builder.h"
+#include "metron/scenario/world_layout.h"
+#include "metron/timelines/kineto_trace.h"
+#include "metron/traces/chrome_trace_writer.h"
 
 namespace {
 
@@ -62,6 +67,27 @@ std::string name_of(const Case& c) {
                      c.schedule);
 }
 
+/// The measured step's per-rank Kineto-shaped traces in `dir`, as `metron run --trace-dir`
+/// writes them, for Holistic Trace Analysis (scripts/hta_check.py).
+void write_rank_traces(const scenario::Scenario& s, const scenario::Step& step,
+                       const metron::exec::MeasuredStep& measured, const std::string& dir) {
+  metron::timelines::Timeline timeline = measured.timeline;
+  const metron::sim::TraceOptions options = scenario::trace_options(s, step);
+  timeline.static_memory_bytes = options.static_memory_bytes;
+  const metron::timelines::WorldLayout layout =
+      options.layout ? *options.layout : metron::timelines::graph_world_layout(step.graph);
+  const std::vector<metron::traces::TraceDocument> docs = metron::timelines::rank_traces(
+      step.graph, timeline, layout,
+      {{"source", std::string("measured (gpu_validate, cuda backend)")}});
+  std::filesystem::create_directories(dir);
+  for (std::size_t r = 0; r < docs.size(); ++r) {
+    metron::write_file_atomically(
+        (std::filesystem::path(dir) / metron::timelines::rank_trace_file_name(layout.world_rank[r]))
+            .string(),
+        metron::traces::to_chrome_json(docs[r]));
+  }
+}
+
 double error_percent(double predicted, double measured) {
   return 100.0 * (predicted - measured) / measured;
 }
@@ -71,7 +97,7 @@ int run(int argc, char** argv) {
       metron::bench::gpu_bench_setup(argc, argv, "gpu_validate", /*need_output=*/false,
                                      /*need_preset=*/true);
   if (!setup) return 2;
-  const auto& [output, quick, info, device, preset] = *setup;
+  const auto& [output, quick, trace_dir, info, device, preset] = *setup;
   // Steps whose activations fit one 80 GB GPU (the executor allocates the graph's buffers, not
   // the model state): the schedule families that run on one rank, GPT and Llama shapes.
   std::vector<Case> cases = {
@@ -103,6 +129,8 @@ int run(int argc, char** argv) {
       const scenario::Evaluation profiled = scenario::evaluate(s, scenario::Replication::kFull);
       const metron::exec::MeasuredStep measured =
           cuda::run_cuda_single_rank(step.graph, {.iterations = 5, .warmup = 2});
+      if (!trace_dir.empty() && &c == &cases.front())
+        write_rank_traces(s, step, measured, trace_dir);
       const double measured_s =
           static_cast<double>(
               measured.iteration_ns[static_cast<std::size_t>(measured.median_iteration)]) *

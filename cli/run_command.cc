@@ -279,6 +279,7 @@ std::optional<exec::MeasuredStep> run_rank(const RunFlags& o, const ir::Graph& g
     return exec::cuda::run_cuda_rank(graph, rendezvous, device, options, status);
   }
 #else
+  static_cast<void>(o);
   static_cast<void>(device);
 #endif
   return exec::run_cpu_rank(graph, rendezvous, options, status);

@@ -42,10 +42,10 @@ for line in sys.stdin:
         h["name"] = "cpu-local-q1"; h["hardware_queues"] = 1; print(json.dumps(h))' \
     >"$WORK/cpu-local-q1.json"
 
-# `simulate` and `run` start from different built-in scenarios, and `--sync X` keeps the
-# built-in's knobs when it names the built-in's policy (simulate's is megatron-distopt with both
-# overlaps on, run's megatron-ddp): the flags are turned into one scenario file by `simulate
-# --save-scenario`, and every command below reads that file.
+# `simulate` and `run` start from different built-in scenarios (simulate's policy is
+# megatron-distopt with both overlaps on, run's megatron-ddp; `--sync X` now starts from X's
+# defaults on both, but the model, hardware and schedule still differ): the flags are turned into
+# one scenario file by `simulate --save-scenario`, and every command below reads that file.
 COMMON="--seq 128 -b 1 --no-sp"
 G125="--model gpt3-125m"
 SCENARIOS=(

@@ -99,7 +99,9 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   if (o.p2p) {
     s.schedule.p2p = *o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync;
   }
-  s.sync = apply_sync_flags(o.sync, s.sync);
+  // The built-in scenarios differ by command (simulate's policy is megatron-distopt with both
+  // overlaps, run's megatron-ddp): --sync X on them means X's defaults everywhere.
+  s.sync = apply_sync_flags(o.sync, s.sync, /*same_policy_keeps_knobs=*/!o.scenario_file.empty());
   if (o.profile) s.profile = load_profile(*o.profile);
   return s;
 }

@@ -161,7 +161,7 @@ void run_with_sync(const ScheduleOptions& o) {
                 .group_size = o.spec.group_size,
                 .p2p = o.p2p == "batched" ? lowering::P2PMode::kBatched : lowering::P2PMode::kAsync,
                 .memory_limit = o.spec.memory_limit};
-  s.sync = apply_sync_flags(o.sync, {});
+  s.sync = apply_sync_flags(o.sync, {}, /*same_policy_keeps_knobs=*/false);
   // The written graph says what each compute task computes, for `metron run graph.json`.
   const scenario::Step step =
       scenario::build_step(s, scenario::Replication::kSymmetric, scenario::Payload::kOperations);

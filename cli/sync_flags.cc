@@ -36,7 +36,8 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
       "Data-parallel sync", "the gradient/parameter synchronisation policy and its knobs");
   g.add_option("--sync", f.policy,
                "policy: " + std::string(sync::sync_policy_names()) +
-                   " (docs/SYNC_POLICIES.md); a new policy starts from its own defaults")
+                   " (docs/SYNC_POLICIES.md); it starts from its own defaults (on a scenario\n"
+                   "file, naming the file's own policy keeps the file's knobs)")
       ->check(names(sync::parse_sync_policy, std::string(sync::sync_policy_names())));
   g.add_option("--bucket-size", f.bucket_size,
                "ddp: bucket_cap in bytes (default 25 MiB); megatron: elements "
@@ -86,10 +87,11 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
              "simulate the first (warm-up) iteration instead of the steady state");
 }
 
-sync::SyncOptions apply_sync_flags(const SyncFlags& f, sync::SyncOptions o) {
+sync::SyncOptions apply_sync_flags(const SyncFlags& f, sync::SyncOptions o,
+                                   bool same_policy_keeps_knobs) {
   if (f.policy) {
     const sync::SyncPolicy policy = *sync::parse_sync_policy(*f.policy);
-    if (policy != o.policy) o = sync::SyncOptions{.policy = policy};
+    if (policy != o.policy || !same_policy_keeps_knobs) o = sync::SyncOptions{.policy = policy};
   }
   if (f.bucket_size) o.bucket_size = *f.bucket_size;
   if (f.first_bucket_bytes) o.first_bucket_bytes = *f.first_bucket_bytes;

@@ -38,7 +38,11 @@ struct SyncFlags {
 /// Adds the flags to `cmd` in an option group "Data-parallel sync".
 void add_sync_flags(CLI::App& cmd, SyncFlags& flags);
 
-/// `options` with the flags applied.
-sync::SyncOptions apply_sync_flags(const SyncFlags& flags, sync::SyncOptions options);
+/// `options` with the flags applied. `--sync X` starts from X's defaults, except that with
+/// `same_policy_keeps_knobs` (a scenario file's options) naming the policy already in force keeps
+/// its knobs: on a built-in scenario the flag means the same in every command, whatever that
+/// command's built-in policy is.
+sync::SyncOptions apply_sync_flags(const SyncFlags& flags, sync::SyncOptions options,
+                                   bool same_policy_keeps_knobs);
 
 }  // namespace metron::cli

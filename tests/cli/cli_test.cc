@@ -352,6 +352,30 @@ TEST_F(Cli, SimulateRunsTheDefaultScenarioAndWritesACleanTrace) {
   EXPECT_EQ(rank.at("pp"), 3);
 }
 
+// --sync X on a built-in scenario is X's defaults in every command (simulate's built-in is
+// megatron-distopt with both overlaps, which run's is not); on a scenario file, naming the file's
+// own policy keeps the file's knobs, and naming another starts from its defaults.
+TEST_F(Cli, SyncFlagStartsFromThePolicysDefaultsUnlessAFileSetItsKnobs) {
+  const auto saved_sync = [&](const std::string& args) {
+    const Outcome r = metron("simulate " + args + " --save-scenario " + path("saved.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(read_file(path("saved.json"))).at("sync");
+  };
+  const nlohmann::json builtin = saved_sync("");
+  ASSERT_EQ(builtin.at("policy"), "megatron-distopt");
+  ASSERT_EQ(builtin.at("overlap_grad_reduce"), true);  // the premise: the built-in has overlaps
+  // A saved scenario leaves out knobs at their defaults (false).
+  const nlohmann::json named = saved_sync("--sync megatron-distopt");
+  EXPECT_FALSE(named.value("overlap_grad_reduce", false));
+  EXPECT_FALSE(named.value("overlap_param_gather", false));
+  // A file with the overlaps keeps them when its own policy is named again.
+  ASSERT_EQ(metron("simulate --save-scenario " + path("with.json")).code, 0);
+  const nlohmann::json kept = saved_sync(path("with.json") + " --sync megatron-distopt");
+  EXPECT_EQ(kept.at("overlap_grad_reduce"), true);
+  EXPECT_EQ(kept.at("overlap_param_gather"), true);
+  EXPECT_EQ(saved_sync(path("with.json") + " --sync zero1").at("policy"), "zero1");
+}
+
 TEST_F(Cli, SimulateFlagsDescribeAScenarioThatSimulatesTheSameFromItsFile) {
   const std::string flags =
       "simulate --model gpt3-1.3b --hardware dgx-a100 --gpus 32 --tp 2 --pp 4 -b 2 "

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -25,9 +26,12 @@ struct Outcome {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The process id too: two test runs on one machine (two build folders, or CI beside a
+    // developer) must not write each other's stdout and stderr.
     dir_ = std::filesystem::temp_directory_path() /
            ("metron-cli-" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
+            std::to_string(::getpid()));
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }

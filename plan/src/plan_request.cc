@@ -20,7 +20,7 @@ PlanRequest default_plan_request() {
   r.hardware = s.hardware;
   r.gpus = *s.gpus;
   r.global_batch = *s.parallel.global_batch;
-  r.seq_len = *s.parallel.seq_len;
+  r.seq_len = s.parallel.sequence_length(*s.model);
   return r;
 }
 

@@ -21,6 +21,7 @@
 #include "run_command.h"
 #include "schedule_command.h"
 #include "simulate_command.h"
+#include "validate_command.h"
 
 namespace {
 
@@ -73,6 +74,7 @@ int main(int argc, char** argv) {
   metron::cli::add_cost_command(app);
   metron::cli::add_check_trace_command(app);
   metron::cli::add_compare_command(app);
+  metron::cli::add_validate_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

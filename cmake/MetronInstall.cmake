@@ -26,10 +26,11 @@ set(_metron_install_targets
   metron_sim
   metron_exec
   metron_scenario
-  metron_plan)
+  metron_plan
+  metron_validation)
 # Module folders whose include/ holds public headers (installed when the folder exists).
 set(_metron_header_dirs base schedules/ir schedules/pipeline schedules/lowering schedules/sync traces
-  timelines chakra models sim exec scenario plan)
+  timelines chakra models sim exec scenario plan validation)
 if(TARGET metron_exec_cuda)
   list(APPEND _metron_install_targets metron_exec_cuda)
   list(APPEND _metron_header_dirs exec/cuda)

@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::testing::StartsWith;
 
 const std::string kSource = METRON_SOURCE_DIR;
@@ -374,6 +375,67 @@ TEST_F(Cli, SyncFlagStartsFromThePolicysDefaultsUnlessAFileSetItsKnobs) {
   EXPECT_EQ(kept.at("overlap_grad_reduce"), true);
   EXPECT_EQ(kept.at("overlap_param_gather"), true);
   EXPECT_EQ(saved_sync(path("with.json") + " --sync zero1").at("policy"), "zero1");
+}
+
+TEST_F(Cli, ValidatePredictsWhatSimulatePredictsForTheSameScenario) {
+  const std::string scenario =
+      R"({"model": "gpt3-1.3b", "hardware": "dgx-a100", "parallel": {"tp": 2, "pp": 2, "dp": 2,
+          "vp": 1, "microbatch_size": 1, "global_batch": 16}, "schedule": {"name": "1f1b"}})";
+  write_file_atomically(path("s.json"), scenario);
+  write_file_atomically(
+      path("cases.json"),
+      R"({"cases": [{"id": "mine", "group": "my cluster", "source": {"title": "log",
+                 "ref": "step 100"}, "published": {"quantity": "iteration_time_s", "value": 2.0},
+                 "scenario": )" +
+          scenario + "}]}");
+  const Outcome simulated = metron("simulate " + path("s.json") + " --json " + path("sim.json"));
+  ASSERT_EQ(simulated.code, 0) << simulated.err;
+  const Outcome validated =
+      metron("validate " + path("cases.json") + " -q --json " + path("v.json"));
+  ASSERT_EQ(validated.code, 0) << validated.err;
+  EXPECT_THAT(validated.out, HasSubstr("my cluster"));
+  const double simulated_s =
+      nlohmann::json::parse(read_file(path("sim.json"))).at("iteration_time_ms").get<double>() /
+      1e3;
+  const nlohmann::json v = nlohmann::json::parse(read_file(path("v.json")));
+  EXPECT_NEAR(v.at("cases")[0].at("predicted").get<double>(), simulated_s, simulated_s * 1e-9);
+  EXPECT_NEAR(v.at("cases")[0].at("error").get<double>(), (simulated_s - 2.0) / 2.0, 1e-9);
+  // The shipped runs, one group of them; a filter that matches nothing is the user's mistake.
+  const Outcome shipped = metron("validate -q --only t2_ptd_174");
+  ASSERT_EQ(shipped.code, 0) << shipped.err;
+  EXPECT_THAT(shipped.out, HasSubstr("narayanan21_t2_ptd_174.6B_1536gpu"));
+  EXPECT_THAT(shipped.out, HasSubstr("arXiv:2104.04473, Table 2"));
+  EXPECT_THAT(shipped.out, Not(HasSubstr("narayanan21_t1_")));
+  const Outcome none = metron("validate -q --only nosuchrun");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_THAT(none.err, HasSubstr("--only nosuchrun"));
+  write_file_atomically(path("bad.json"), R"({"cases": [{"id": "x"}]})");
+  const Outcome bad = metron("validate -q " + path("bad.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("cases[0] (x): group: missing"));
+}
+
+TEST_F(Cli, ModelFlagOnTheBuiltInTrainsAtTheModelsOwnSequenceLength) {
+  // The built-in is GPT-3 at 2,048 tokens; llama3-8b's preset trains at 8,192. Tokens per step =
+  // global batch 1,536 x the sequence, so the two lengths differ by 4x in the printed line.
+  const auto saved_seq = [&](const std::string& args) {
+    const Outcome r = metron("simulate " + args + " --save-scenario " + path("seq.json"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    const nlohmann::json parallel =
+        nlohmann::json::parse(read_file(path("seq.json"))).at("parallel");
+    const auto seq = parallel.find("seq_len");
+    return seq == parallel.end() || seq->is_null() ? std::int64_t{0} : seq->get<std::int64_t>();
+  };
+  EXPECT_EQ(saved_seq("--model llama3-8b --tp 8 --pp 4 --vp 1 --schedule 1f1b"), 0);  // unset
+  EXPECT_EQ(saved_seq("--model llama3-8b --tp 8 --pp 4 --vp 1 --schedule 1f1b --seq 1024"), 1024);
+  const Outcome r =
+      metron("simulate --model llama3-8b --tp 8 --pp 4 --vp 1 --schedule 1f1b --json " +
+             path("seq_result.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json result = nlohmann::json::parse(read_file(path("seq_result.json")));
+  const double tokens_per_step =
+      result.at("tokens_per_s").get<double>() * result.at("iteration_time_ms").get<double>() / 1e3;
+  EXPECT_NEAR(tokens_per_step, 1536.0 * 8192.0, 1536.0 * 8192.0 * 1e-6);
 }
 
 TEST_F(Cli, SimulateFlagsDescribeAScenarioThatSimulatesTheSameFromItsFile) {

@@ -38,6 +38,7 @@ struct CostOptions {
   std::int64_t microbatch_size = 1;
   std::optional<std::int64_t> seq;
   std::string recompute = "none";
+  std::string attention = "unfused";
   std::string policy = "ddp";
   bool ops = false;
   bool json = false;
@@ -91,7 +92,8 @@ models::ParallelSpec parallel_of(const CostOptions& o) {
           // One microbatch per replica: the per-layer breakdown does not depend on the count.
           .num_microbatches = 1,
           .seq_len = o.seq,
-          .recompute = *models::parse_recompute(o.recompute)};
+          .recompute = *models::parse_recompute(o.recompute),
+          .attention = *models::parse_attention_kernel(o.attention)};
 }
 
 CostReport::Phase phase_of(std::string name, std::vector<models::OpCost> ops,
@@ -190,11 +192,11 @@ std::string render_text(const CostReport& r, const CostOptions& o,
   const models::ParallelSpec& p = r.parallel;
   std::string out = fmt::format(
       "{} ({} parameters) on {} ({}, {} peak {:.1f} TFLOP/s)\n"
-      "tp {}{}, cp {}, ep {}, microbatch {} x seq {}, recompute {}\n\n",
+      "tp {}{}, cp {}, ep {}, microbatch {} x seq {}, recompute {}, {} attention\n\n",
       r.model.name, short_count(models::parameter_count(r.model)), r.hardware.name,
       r.hardware.gpu.name, to_string(r.model.dtype), r.peak / 1e12, p.tp,
       p.sp() ? " with sequence parallelism" : "", p.cp, p.ep, p.microbatch_size,
-      p.sequence_length(r.model), to_string(p.recompute));
+      p.sequence_length(r.model), to_string(p.recompute), to_string(p.attention));
 
   out += "One transformer layer, one microbatch, one GPU:\n" + phase_table(r.layer, r.peak);
   out +=
@@ -345,6 +347,11 @@ void add_cost_command(CLI::App& app) {
   cmd->add_option("--seq", o->seq, "sequence length (default: the model's)");
   cmd->add_option("--recompute", o->recompute, "activation recomputation")
       ->check(CLI::IsMember({"none", "selective", "full"}))
+      ->capture_default_str();
+  cmd->add_option("--attention", o->attention,
+                  "unfused (QK^T, softmax, dropout and ·V in memory) or fused (one flash-style\n"
+                  "kernel, timed from the GPU's measured kernel table)")
+      ->check(CLI::IsMember({"unfused", "fused"}))
       ->capture_default_str();
   cmd->add_option("--policy", o->policy,
                   "how data-parallel ranks hold model state: " + policy_names())

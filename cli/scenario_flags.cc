@@ -31,6 +31,10 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
   cmd.add_option("--seq", o.seq, "sequence length");
   cmd.add_option("--recompute", o.recompute, "none, selective or full")
       ->check(CLI::IsMember({"none", "selective", "full"}));
+  cmd.add_option("--attention", o.attention,
+                 "unfused (Megatron's own kernels: scores in memory) or fused (a flash-style\n"
+                 "kernel, as Transformer Engine runs by default)")
+      ->check(CLI::IsMember({"unfused", "fused"}));
   cmd.add_option("--schedule", o.schedule, "pipeline schedule (see 'metron schedule --help')");
   cmd.add_option("--group-size", o.group_size, "interleaved 1F1B's microbatch group size N")
       ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
@@ -64,6 +68,7 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   if (o.microbatch_size) p.microbatch_size = *o.microbatch_size;
   if (o.seq) p.seq_len = *o.seq;
   if (o.recompute) p.recompute = *models::parse_recompute(*o.recompute);
+  if (o.attention) p.attention = *models::parse_attention_kernel(*o.attention);
   // Each sets the batch and drops the other (the other follows from microbatch size and dp), so
   // giving both would silently let one win.
   if (o.global_batch && o.microbatches) {

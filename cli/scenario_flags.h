@@ -24,6 +24,7 @@ struct ScenarioFlags {
   bool no_sp = false;
   std::optional<std::int64_t> microbatch_size, global_batch, microbatches, seq;
   std::optional<std::string> recompute;
+  std::optional<std::string> attention;
   std::optional<std::string> schedule;
   std::optional<std::int32_t> group_size, memory_limit;
   std::optional<std::string> p2p;

@@ -30,11 +30,17 @@
 namespace metron::models {
 namespace {
 
-constexpr detail::EnumNames<OpKind, 3> kOpKindNames{{
+constexpr detail::EnumNames<OpKind, 5> kOpKindNames{{
     {OpKind::kGemm, "gemm"},
     {OpKind::kBatchedGemm, "batched-gemm"},
     {OpKind::kElementwise, "elementwise"},
+    {OpKind::kFusedAttention, "fused-attention"},
+    {OpKind::kFusedAttentionBackward, "fused-attention-backward"},
 }};
+// FlashAttention's benchmark convention, which the kernel tables use: a causal mask halves the
+// forward's FLOPs, and the backward does 2.5 times the forward's (it recomputes the scores).
+constexpr double kCausalShare = 0.5;
+constexpr double kBackwardToForward = 2.5;
 
 // Output tile of the quantization model: NVIDIA's "Matrix Multiplication Background User's
 // Guide" explains tile and wave quantization with cuBLAS tiles of 256x128, 128x128, 128x64 and
@@ -108,6 +114,7 @@ struct Dims {
   std::int64_t dh;           // head dim
   double e;                  // bytes per element of the model dtype
   double mask;               // dropout mask bytes per element (0 without dropout)
+  bool fused;                // one flash-style attention kernel
 };
 
 Dims dims_of(const ModelSpec& model, const LayerShape& shape) {
@@ -123,7 +130,8 @@ Dims dims_of(const ModelSpec& model, const LayerShape& shape) {
           .kv = model.num_kv_heads(),
           .dh = model.head_dim(),
           .e = element_bytes(model.dtype),
-          .mask = model.mlp == MlpKind::kGelu ? kMaskBytes : 0};
+          .mask = model.mlp == MlpKind::kGelu ? kMaskBytes : 0,
+          .fused = shape.fused_attention};
 }
 
 // The MLP block on `tokens` tokens of width `ffn` (split over t): dense, or one expert.
@@ -140,9 +148,32 @@ void add_mlp(std::vector<ForwardOp>& ops, const ModelSpec& model, const Dims& d,
   ops.push_back({gemm("mlp-down", tokens, d.h, ffn_local, d.e)});
 }
 
+// The fused kernel: the FLOPs of QKᵀ and ·V, reading Q, K, V and writing O (per head; K and V
+// counted per query head, as the kernel loads them), nothing score-sized.
+OpCost fused_attention(const Dims& d, std::int64_t batch, OpKind kind) {
+  const double qo = 2.0 * double(batch) * double(d.s_local) * double(d.dh);
+  const double kv = 2.0 * double(batch) * double(d.s) * double(d.dh);
+  const double forward_flops = 4.0 * double(batch) * double(d.s_local) * double(d.s) * double(d.dh);
+  const bool backward = kind == OpKind::kFusedAttentionBackward;
+  // The backward reads Q, K, V, O and dO and writes dQ, dK and dV: twice the forward's tensors.
+  return {.name = backward ? "attention-backward" : "attention",
+          .kind = kind,
+          .m = d.s_local,
+          .n = d.s,
+          .k = d.dh,
+          .batch = batch,
+          .flops = backward ? 2 * forward_flops : forward_flops,
+          .bytes = d.e * (backward ? 2 * (qo + kv) : qo + kv)};
+}
+
 // Forward ops 3-6: what selective recompute re-runs.
 void add_attention_core(std::vector<ForwardOp>& ops, const Dims& d) {
   const std::int64_t batch = d.b * d.heads_local;
+  if (d.fused) {
+    ops.push_back({fused_attention(d, batch, OpKind::kFusedAttention),
+                   fused_attention(d, batch, OpKind::kFusedAttentionBackward).bytes});
+    return;
+  }
   const std::int64_t scores = batch * d.s_local * d.s;
   ops.push_back({batched_gemm("attention-scores", batch, d.s_local, d.s, d.dh, d.e)});
   ops.push_back(ew("softmax", scores, 2 * d.e, 3 * d.e));
@@ -200,6 +231,17 @@ std::vector<OpCost> input_grads_of(const std::vector<ForwardOp>& ops, double e) 
       case OpKind::kElementwise:
         out.push_back(elementwise(f.name + "-backward", f.m, it->backward_bytes));
         break;
+      case OpKind::kFusedAttention: {
+        OpCost b = f;
+        b.name = f.name + "-backward";
+        b.kind = OpKind::kFusedAttentionBackward;
+        b.flops = 2 * f.flops;
+        b.bytes = it->backward_bytes;
+        out.push_back(std::move(b));
+        break;
+      }
+      case OpKind::kFusedAttentionBackward:
+        break;
     }
   }
   return out;
@@ -255,6 +297,10 @@ double sum_flops(const std::vector<OpCost>& ops) {
 
 std::string_view to_string(OpKind kind) noexcept { return detail::name_of(kOpKindNames, kind); }
 
+bool is_fused_attention(OpKind kind) noexcept {
+  return kind == OpKind::kFusedAttention || kind == OpKind::kFusedAttentionBackward;
+}
+
 std::string OpCost::profile_key() const {
   const std::string mnk = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
   switch (kind) {
@@ -262,6 +308,9 @@ std::string OpCost::profile_key() const {
       return "gemm:" + mnk;
     case OpKind::kBatchedGemm:
       return "batched-gemm:" + std::to_string(batch) + "x" + mnk;
+    case OpKind::kFusedAttention:
+    case OpKind::kFusedAttentionBackward:
+      return std::string(to_string(kind)) + ":" + std::to_string(batch) + "x" + mnk;
     case OpKind::kElementwise:
       break;
   }
@@ -334,6 +383,11 @@ ComputeModel::ComputeModel(HardwareSpec hardware, Precision dtype, const CostPro
 
 double ComputeModel::gemm_efficiency(const OpCost& op) const {
   if (op.kind == OpKind::kElementwise) return 1.0;
+  if (is_fused_attention(op.kind)) {
+    // What fraction of the peak the kernel's time works out to, for tables of ops.
+    const double seconds = fused_attention_compute_time(op);
+    return seconds > 0 ? op.flops / (seconds * peak_flops_) : 1.0;
+  }
   const GpuSpec& gpu = hardware_.gpu;
   if (gpu.sm_count == 0 || op.m <= 0 || op.n <= 0) return gpu.gemm_efficiency;
   // Tile quantization: partial edge tiles cost as much as full ones.
@@ -355,9 +409,25 @@ double ComputeModel::op_time(const OpCost& op) const {
     }
   }
   const GpuSpec& gpu = hardware_.gpu;
-  const double compute = op.flops > 0 ? op.flops / (peak_flops_ * gemm_efficiency(op)) : 0.0;
+  const double compute = is_fused_attention(op.kind) ? fused_attention_compute_time(op)
+                         : op.flops > 0 ? op.flops / (peak_flops_ * gemm_efficiency(op))
+                                        : 0.0;
   const double memory = op.bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
   return std::max(compute, memory);
+}
+
+double ComputeModel::fused_attention_compute_time(const OpCost& op) const {
+  const bool backward = op.kind == OpKind::kFusedAttentionBackward;
+  const double forward_flops = backward ? op.flops / 2 : op.flops;
+  if (const auto& table = hardware_.gpu.fused_attention) {
+    const auto seq = static_cast<double>(op.n);
+    const double convention_flops = kCausalShare * forward_flops;  // the table's forward FLOPs
+    return backward ? kBackwardToForward * convention_flops / table->at(table->backward, seq)
+                    : convention_flops / table->at(table->forward, seq);
+  }
+  // No measured kernel: its products as batched GEMMs (scores m x n x k, values m x k x n).
+  const OpCost scores = gemm("", op.m, op.n, op.k, 0, op.batch, OpKind::kBatchedGemm);
+  return op.flops / (peak_flops_ * gemm_efficiency(scores));
 }
 
 PhaseCost ComputeModel::cost(std::span<const OpCost> ops) const {

@@ -52,6 +52,42 @@ constexpr double kA100GemmEfficiency = 0.80;   // cuBLAS large GEMMs, ~80-90% of
 constexpr double kH100GemmEfficiency = 0.75;   // cuBLAS large GEMMs, ~75-80% of peak
 constexpr double kHbmStreamEfficiency = 0.85;  // BabelStream/STREAM triad, ~85-90% of peak
 
+// Fused attention throughput, causal, head dim 128, FP16/BF16, TFLOP/s in FlashAttention's
+// benchmark convention (forward 4·b·s²·heads·head_dim halved for the causal mask, backward 2.5x
+// the forward), at the sequence lengths of FlashAttention's benchmark
+// (benchmarks/benchmark_flash_attention.py: batch 16k/seq, hidden 2048). These are kernel
+// microbenchmarks, not training runs.
+constexpr double kTera = 1e12;
+std::vector<double> attention_seq_lens() { return {512, 1024, 2048, 4096, 8192, 16384}; }
+
+// A100: FlashAttention-2, which Transformer Engine runs on sm80 (it prefers cuDNN only on
+// Hopper). Only the forward+backward figure is published, so it serves as both: the pair's
+// time is then exactly the published one. Source: Dao-AILab/flash-attention
+// assets/flash2_a100_fwd_bwd_benchmark.png (Dao, "FlashAttention-2", arXiv:2307.08691, Fig. 4),
+// hd128 causal.
+AttentionKernelTable a100_flash_attention_2() {
+  const std::vector<double> fwd_bwd = {99 * kTera,  133 * kTera, 155 * kTera,
+                                       173 * kTera, 182 * kTera, 189 * kTera};
+  return {.kernel = "FlashAttention-2 (A100 SXM4 80GB, causal, head dim 128; forward+backward)",
+          .seq_lens = attention_seq_lens(),
+          .forward = fwd_bwd,
+          .backward = fwd_bwd};
+}
+
+// H100: cuDNN's fused attention, which Transformer Engine selects on Hopper ("Disabling
+// FlashAttention to give FusedAttention preference on Hopper+", transformer_engine/pytorch
+// attention backend selection). Forward: Shah et al., "FlashAttention-3", arXiv:2407.08608,
+// Fig. 5 (flash-attention assets/flash3_fp16_fwd.png), cuDNN bars, hd128 causal. Backward: the
+// same paper's backward figure, cuDNN, hd128; that figure is non-causal (no causal backward is
+// published), so the causal backward may be somewhat slower than this.
+AttentionKernelTable h100_cudnn_fused_attention() {
+  return {
+      .kernel = "cuDNN 9 fused attention (H100 SXM5, causal, head dim 128)",
+      .seq_lens = attention_seq_lens(),
+      .forward = {315 * kTera, 410 * kTera, 484 * kTera, 518 * kTera, 529 * kTera, 539 * kTera},
+      .backward = {305 * kTera, 408 * kTera, 465 * kTera, 499 * kTera, 518 * kTera, 516 * kTera}};
+}
+
 // NVIDIA DGX A100 System Architecture whitepaper and the NVIDIA A100 Tensor Core GPU datasheet
 // (A100 80GB SXM column).
 HardwareSpec dgx_a100() {
@@ -64,7 +100,8 @@ HardwareSpec dgx_a100() {
                   .hbm_capacity = 80'000'000'000,               // "80GB"
                   .sm_count = 108,  // NVIDIA A100 Tensor Core GPU Architecture whitepaper
                   .gemm_efficiency = kA100GemmEfficiency,
-                  .memory_efficiency = kHbmStreamEfficiency},
+                  .memory_efficiency = kHbmStreamEfficiency,
+                  .fused_attention = a100_flash_attention_2()},
           .gpus_per_node = 8,  // DGX A100: 8 GPUs
           // Third-generation NVLink: 600 GB/s total (bidirectional) per GPU.
           .intra_node = {.bandwidth = 300e9, .latency = kNvlinkLatency},
@@ -85,7 +122,8 @@ HardwareSpec dgx_h100() {
                   .hbm_capacity = 80'000'000'000,                // "80GB"
                   .sm_count = 132,  // NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)
                   .gemm_efficiency = kH100GemmEfficiency,
-                  .memory_efficiency = kHbmStreamEfficiency},
+                  .memory_efficiency = kHbmStreamEfficiency,
+                  .fused_attention = h100_cudnn_fused_attention()},
           .gpus_per_node = 8,  // DGX H100: 8 GPUs
           // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU.
           .intra_node = {.bandwidth = 450e9, .latency = kNvlinkLatency},
@@ -94,7 +132,8 @@ HardwareSpec dgx_h100() {
 }
 
 // NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the H100 SXM's compute (the same
-// GH100 die with 132 SMs, so the same GEMM efficiency) and NVLink with 141 GB of HBM3e at
+// GH100 die with 132 SMs, so the same GEMM efficiency and, for want of an H200 measurement, the
+// same fused attention kernel table) and NVLink with 141 GB of HBM3e at
 // 4.8 TB/s; the node as in the NVIDIA DGX H200 datasheet (8 GPUs, 8x ConnectX-7 400 Gb/s).
 HardwareSpec h200_node() {
   HardwareSpec spec = dgx_h100();

@@ -47,6 +47,29 @@ double read_fraction(const Json& v, const std::string& path) {
   return v.get<double>();
 }
 
+void check_attention_table(std::vector<std::string>& problems, const AttentionKernelTable& t) {
+  const std::string key = "gpu.fused_attention";
+  const std::size_t n = t.seq_lens.size();
+  if (n == 0 || t.forward.size() != n || t.backward.size() != n) {
+    problems.push_back(key +
+                       ": expected seq_lens, forward and backward of one equal, non-zero "
+                       "length, got " +
+                       std::to_string(n) + ", " + std::to_string(t.forward.size()) + " and " +
+                       std::to_string(t.backward.size()));
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string at = "[" + std::to_string(i) + "]";
+    check_positive(problems, key + ".seq_lens" + at, t.seq_lens[i]);
+    check_positive(problems, key + ".forward" + at, t.forward[i]);
+    check_positive(problems, key + ".backward" + at, t.backward[i]);
+    if (i > 0 && !(t.seq_lens[i] > t.seq_lens[i - 1])) {
+      problems.push_back(key + ".seq_lens: expected ascending lengths, got " +
+                         number_text(t.seq_lens[i - 1]) + " then " + number_text(t.seq_lens[i]));
+    }
+  }
+}
+
 constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
                                      Precision::kFp8};
 
@@ -66,6 +89,7 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   }
   check_fraction(problems, "gpu.gemm_efficiency", spec.gpu.gemm_efficiency);
   check_fraction(problems, "gpu.memory_efficiency", spec.gpu.memory_efficiency);
+  if (spec.gpu.fused_attention) check_attention_table(problems, *spec.gpu.fused_attention);
   check_positive(problems, "gpus_per_node", spec.gpus_per_node);
   check_positive(problems, "intra_node.bandwidth", spec.intra_node.bandwidth);
   check_non_negative(problems, "intra_node.latency", spec.intra_node.latency);
@@ -96,6 +120,27 @@ std::map<Precision, double> read_peak_flops(const Json& v, const std::string& pa
   return peaks;
 }
 
+std::vector<double> read_positive_numbers(const Json& v, const std::string& path) {
+  if (!v.is_array()) fail(path, "expected a list of positive numbers, got " + brief(v));
+  std::vector<double> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out.push_back(read_positive_number(v[i], path + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
+AttentionKernelTable read_attention_table(const Json& v, const std::string& path,
+                                          Diagnostics* diagnostics) {
+  ObjectReader in(v, path, diagnostics);
+  AttentionKernelTable t;
+  t.kernel = read_string(in.required("kernel"), in.path_of("kernel"));
+  t.seq_lens = read_positive_numbers(in.required("seq_lens"), in.path_of("seq_lens"));
+  t.forward = read_positive_numbers(in.required("forward"), in.path_of("forward"));
+  t.backward = read_positive_numbers(in.required("backward"), in.path_of("backward"));
+  in.finish();
+  return t;
+}
+
 GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostics) {
   ObjectReader in(v, path, diagnostics);
   GpuSpec gpu;
@@ -112,6 +157,9 @@ GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostic
   }
   if (const Json* efficiency = in.find("memory_efficiency")) {
     gpu.memory_efficiency = read_fraction(*efficiency, in.path_of("memory_efficiency"));
+  }
+  if (const Json* table = in.find("fused_attention")) {
+    gpu.fused_attention = read_attention_table(*table, in.path_of("fused_attention"), diagnostics);
   }
   in.finish();
   return gpu;
@@ -176,6 +224,16 @@ HardwareSpec read_measured(const Json& root, Diagnostics* diagnostics) {
 
 }  // namespace
 
+double AttentionKernelTable::at(const std::vector<double>& values, double seq) const {
+  if (seq <= seq_lens.front()) return values.front();
+  if (seq >= seq_lens.back()) return values.back();
+  const auto upper =
+      static_cast<std::size_t>(std::ranges::upper_bound(seq_lens, seq) - seq_lens.begin());
+  const std::size_t lower = upper - 1;
+  const double x = std::log(seq / seq_lens[lower]) / std::log(seq_lens[upper] / seq_lens[lower]);
+  return values[lower] + x * (values[upper] - values[lower]);
+}
+
 void validate(const HardwareSpec& spec) {
   detail::throw_if_problems("invalid hardware \"" + spec.name + "\"", find_problems(spec));
 }
@@ -187,16 +245,22 @@ std::string to_json(const HardwareSpec& spec) {
       peaks[std::string(to_string(precision))] = *flops;
     }
   }
+  Json gpu = {{"name", spec.gpu.name},
+              {"peak_flops", peaks},
+              {"hbm_bandwidth", spec.gpu.hbm_bandwidth},
+              {"hbm_capacity", spec.gpu.hbm_capacity},
+              {"sm_count", spec.gpu.sm_count},
+              {"gemm_efficiency", spec.gpu.gemm_efficiency},
+              {"memory_efficiency", spec.gpu.memory_efficiency}};
+  if (const auto& t = spec.gpu.fused_attention) {
+    gpu["fused_attention"] = {{"kernel", t->kernel},
+                              {"seq_lens", t->seq_lens},
+                              {"forward", t->forward},
+                              {"backward", t->backward}};
+  }
   const Json out = {
       {"name", spec.name},
-      {"gpu",
-       {{"name", spec.gpu.name},
-        {"peak_flops", peaks},
-        {"hbm_bandwidth", spec.gpu.hbm_bandwidth},
-        {"hbm_capacity", spec.gpu.hbm_capacity},
-        {"sm_count", spec.gpu.sm_count},
-        {"gemm_efficiency", spec.gpu.gemm_efficiency},
-        {"memory_efficiency", spec.gpu.memory_efficiency}}},
+      {"gpu", gpu},
       {"gpus_per_node", spec.gpus_per_node},
       {"intra_node",
        {{"bandwidth", spec.intra_node.bandwidth}, {"latency", spec.intra_node.latency}}},

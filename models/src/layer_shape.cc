@@ -8,7 +8,8 @@ LayerShape layer_shape(const ModelSpec& model, const ParallelSpec& spec) {
           .tp = spec.tp,
           .cp = spec.cp,
           .ep = spec.ep,
-          .sequence_parallel = spec.sp()};
+          .sequence_parallel = spec.sp(),
+          .fused_attention = spec.attention == AttentionKernel::kFused};
 }
 
 }  // namespace metron::models

@@ -129,15 +129,22 @@ void add_attention(const ModelSpec& model, const LayerShape& shape, ActivationTe
   terms.replicated += e * n * h;              // LayerNorm input
   terms.replicated += e * n * h;              // QKV GEMM input
   terms.split += e * n * (h + 2 * kv_width);  // Q (h wide), K and V (kv·dh wide each)
-  // b·a·(s/cp)·s: each rank's queries against the whole sequence's keys.
-  const double score = n * static_cast<double>(model.heads) * static_cast<double>(shape.seq);
-  terms.scores += e * score;  // softmax output
-  if (has_dropout(model)) {
-    // Without attention dropout the softmax output is itself the input of ·V, stored once.
-    terms.scores += kMaskBytes * score + e * score;  // dropout mask and dropout output
-    terms.replicated += kMaskBytes * n * h;          // dropout mask after the output projection
+  if (shape.fused_attention) {
+    // A flash-style kernel keeps no score-sized tensor: its backward recomputes the scores from
+    // Q, K, V, its output and the softmax statistics (one fp32 log-sum-exp per query and head;
+    // the attention dropout is regenerated from the RNG state, not stored as a mask).
+    terms.split += kFp32Bytes * n * static_cast<double>(model.heads);
+  } else {
+    // b·a·(s/cp)·s: each rank's queries against the whole sequence's keys.
+    const double score = n * static_cast<double>(model.heads) * static_cast<double>(shape.seq);
+    terms.scores += e * score;  // softmax output
+    if (has_dropout(model)) {
+      // Without attention dropout the softmax output is itself the input of ·V, stored once.
+      terms.scores += kMaskBytes * score + e * score;  // dropout mask and dropout output
+    }
   }
-  terms.split += e * n * h;  // output projection input
+  if (has_dropout(model)) terms.replicated += kMaskBytes * n * h;  // mask after the projection
+  terms.split += e * n * h;                                        // output projection input
 }
 
 // The MLP's stored tensors for `copies` passes of every token through an MLP `ffn` wide.

@@ -24,6 +24,8 @@ using detail::read_positive_integer;
 
 constexpr detail::EnumNames<Recompute, 3> kRecomputeNames{
     {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
+constexpr detail::EnumNames<AttentionKernel, 2> kAttentionNames{
+    {{AttentionKernel::kUnfused, "unfused"}, {AttentionKernel::kFused, "fused"}}};
 
 struct Factor {
   std::string name;
@@ -224,6 +226,9 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   if (const Json* v = in.find("recompute")) {
     spec.recompute = read_enum(kRecomputeNames, *v, "recompute");
   }
+  if (const Json* v = in.find("attention")) {
+    spec.attention = read_enum(kAttentionNames, *v, "attention");
+  }
   in.finish();
   return spec;
 }
@@ -240,6 +245,14 @@ std::string_view to_string(Recompute recompute) noexcept {
 
 std::optional<Recompute> parse_recompute(std::string_view name) noexcept {
   return detail::parse_name(kRecomputeNames, name);
+}
+
+std::string_view to_string(AttentionKernel kernel) noexcept {
+  return detail::name_of(kAttentionNames, kernel);
+}
+
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) noexcept {
+  return detail::parse_name(kAttentionNames, name);
 }
 
 std::optional<std::int64_t> ParallelSpec::microbatches() const {
@@ -285,6 +298,7 @@ std::string to_json(const ParallelSpec& spec) {
   out["num_microbatches"] = optional_json(spec.num_microbatches);
   out["seq_len"] = optional_json(spec.seq_len);
   out["recompute"] = to_string(spec.recompute);
+  out["attention"] = to_string(spec.attention);
   return detail::dump_line(out, "parallel configuration");
 }
 

@@ -3,6 +3,7 @@
 #include "task_operations.h"
 
 #include <cmath>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -34,25 +35,56 @@ ir::OperationKind kind_of(models::OpKind kind) {
     case models::OpKind::kBatchedGemm:
       return ir::OperationKind::kBatchedGemm;
     case models::OpKind::kElementwise:
+    case models::OpKind::kFusedAttention:
+    case models::OpKind::kFusedAttentionBackward:
       break;
   }
   return ir::OperationKind::kElementwise;
+}
+
+/// What the executor runs for an op: the op itself, or for a fused attention kernel (which
+/// neither backend has) its matrix products as batched GEMMs with the same FLOPs (the forward's
+/// QKᵀ and ·V, the backward's four gradient products), the op's bytes shared among them.
+std::vector<models::OpCost> executable(const models::OpCost& op) {
+  if (!models::is_fused_attention(op.kind)) return {op};
+  const auto product = [&](const std::string& suffix, std::int64_t m, std::int64_t n,
+                           std::int64_t k) {
+    return models::OpCost{.name = op.name + suffix,
+                          .kind = models::OpKind::kBatchedGemm,
+                          .m = m,
+                          .n = n,
+                          .k = k,
+                          .batch = op.batch,
+                          .flops = 2.0 * double(op.batch) * double(m) * double(n) * double(k)};
+  };
+  std::vector<models::OpCost> out;
+  if (op.kind == models::OpKind::kFusedAttention) {
+    out = {product("-scores", op.m, op.n, op.k), product("-values", op.m, op.k, op.n)};
+  } else {
+    out = {
+        product("-values-dgrad-a", op.m, op.n, op.k), product("-values-dgrad-b", op.n, op.k, op.m),
+        product("-scores-dgrad-a", op.m, op.k, op.n), product("-scores-dgrad-b", op.k, op.n, op.m)};
+  }
+  for (models::OpCost& part : out) part.bytes = op.bytes / static_cast<double>(out.size());
+  return out;
 }
 
 /// Appends `ops`, each repeated `count` times (scaled by `share` when it is not 1: an optimizer
 /// chunk's part of the rank's parameters).
 void append(std::vector<ir::Operation>& out, const std::vector<models::OpCost>& ops,
             std::int64_t count, ir::DType dtype, double share = 1.0) {
-  for (const models::OpCost& op : ops) {
-    out.push_back({.name = op.name,
-                   .kind = kind_of(op.kind),
-                   .m = share == 1.0 ? op.m : std::llround(static_cast<double>(op.m) * share),
-                   .n = op.n,
-                   .k = op.k,
-                   .batch = op.batch,
-                   .bytes = std::llround(op.bytes * share),
-                   .count = static_cast<std::int32_t>(count),
-                   .dtype = dtype});
+  for (const models::OpCost& whole : ops) {
+    for (const models::OpCost& op : executable(whole)) {
+      out.push_back({.name = op.name,
+                     .kind = kind_of(op.kind),
+                     .m = share == 1.0 ? op.m : std::llround(static_cast<double>(op.m) * share),
+                     .n = op.n,
+                     .k = op.k,
+                     .batch = op.batch,
+                     .bytes = std::llround(op.bytes * share),
+                     .count = static_cast<std::int32_t>(count),
+                     .dtype = dtype});
+    }
   }
 }
 

@@ -15,7 +15,9 @@
 //   (DualPipe's second direction numbers its stages past the model's end). An optimizer step
 //   lists the Adam ops over the rank's (shard of the) parameters, scaled to the chunk's share of
 //   the rank's layers as its duration is. Tasks without a layer range (explicit costs, hand-made
-//   graphs), recompute tasks (priced at 0) and host-side work list nothing.
+//   graphs), recompute tasks (priced at 0) and host-side work list nothing. A fused attention op,
+//   which neither backend has a kernel for, is listed as its matrix products (batched GEMMs of
+//   the same FLOPs); the simulator prices the fused kernel itself.
 
 #include <cstdint>
 #include <vector>

@@ -282,6 +282,23 @@ TEST_F(Cli, CostReportsTheLayerByMegatronsAndKorthikantisFormulas) {
                               HasSubstr("attention-scores"), HasSubstr("qkv-wgrad")));
 }
 
+TEST_F(Cli, FusedAttentionStoresNoScoresAndRunsOneKernel) {
+  // gpt3-1.3b at b 1, s 2048, bf16, no parallelism: the unfused layer stores
+  // sbh·(34 + 5as/h) = 2048·2048·(34 + 80) bytes = 456 MiB; fused, 34·sbh plus the fp32
+  // log-sum-exp 4·a·s = 136 MiB + 128 KiB.
+  const Outcome unfused = metron("cost --model gpt3-1.3b --hardware dgx-h100 --ops");
+  const Outcome fused =
+      metron("cost --model gpt3-1.3b --hardware dgx-h100 --ops --attention fused");
+  ASSERT_EQ(unfused.code, 0) << unfused.err;
+  ASSERT_EQ(fused.code, 0) << fused.err;
+  EXPECT_THAT(unfused.out, HasSubstr("activations stored until the backward: 456.0 MiB"));
+  EXPECT_THAT(fused.out, HasSubstr("activations stored until the backward: 136.1 MiB"));
+  EXPECT_THAT(fused.out, HasSubstr("fused attention"));
+  EXPECT_THAT(fused.out, HasSubstr("attention-backward"));
+  EXPECT_THAT(fused.out, Not(HasSubstr("softmax")));
+  EXPECT_THAT(unfused.out, HasSubstr("softmax"));
+}
+
 TEST_F(Cli, CostTakesMeasuredOpTimesFromAProfile) {
   // gpt3-125m's QKV projection at b = 1, s = 2048, tp = 1: [2048 x 768] · [768 x 3·768].
   write_file_atomically(path("profile.json"),

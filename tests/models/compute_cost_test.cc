@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <ostream>
@@ -83,6 +84,8 @@ TEST(OpKind, HasItsName) {
   EXPECT_EQ(to_string(OpKind::kGemm), "gemm");
   EXPECT_EQ(to_string(OpKind::kBatchedGemm), "batched-gemm");
   EXPECT_EQ(to_string(OpKind::kElementwise), "elementwise");
+  EXPECT_EQ(to_string(OpKind::kFusedAttention), "fused-attention");
+  EXPECT_EQ(to_string(OpKind::kFusedAttentionBackward), "fused-attention-backward");
 }
 
 TEST(OpCost, ProfileKeyNamesTheShape) {
@@ -501,6 +504,85 @@ TEST(ComputeModel, ProfileEntryOverridesExactlyThatOp) {
     }
   }
   EXPECT_EQ(overridden, 1);
+}
+
+// Fused attention on tiny() at b = 2, s = 6 (a = 2, dh = 4): one op of b·a = 4 heads, 6 queries
+// against 6 keys; its FLOPs are QKᵀ's and ·V's, 2 · 2·4·6·6·4 = 2304, and the backward's twice
+// that. Bytes: Q, K, V, O of 4·6·4 = 96 elements each, 2 bytes: 768; the backward moves twice.
+TEST(LayerOps, FusedAttentionIsOneOpWithTheProductsFlopsAndNoScoreTraffic) {
+  LayerShape fused = tiny_shape();
+  fused.fused_attention = true;
+  const std::vector<OpCost> forward = layer_ops(tiny(), fused, ComputePhase::kForward);
+  EXPECT_THAT(names(forward),
+              ElementsAre("input-norm", "qkv", "attention", "attention-out", "attention-residual",
+                          "post-attention-norm", "mlp-up", "gelu", "mlp-down", "mlp-residual"));
+  const OpCost& attention = forward[2];
+  EXPECT_EQ(dims({attention}),
+            (std::vector<Dims>{{"attention", OpKind::kFusedAttention, 4, 6, 6, 4}}));
+  EXPECT_EQ(attention.flops, 2304);
+  EXPECT_EQ(attention.bytes, 768);
+  const std::vector<OpCost> input = layer_ops(tiny(), fused, ComputePhase::kBackwardInput);
+  const auto backward = std::ranges::find(input, std::string("attention-backward"), &OpCost::name);
+  ASSERT_NE(backward, input.end());
+  EXPECT_EQ(backward->kind, OpKind::kFusedAttentionBackward);
+  EXPECT_EQ(backward->flops, 4608);
+  EXPECT_EQ(backward->bytes, 1536);
+  EXPECT_EQ(backward->profile_key(), "fused-attention-backward:4x6x6x4");
+  // The model FLOPs of every phase are those of the unfused layer (MFU does not change).
+  for (ComputePhase phase :
+       {ComputePhase::kForward, ComputePhase::kBackwardInput, ComputePhase::kBackwardWeight}) {
+    double fused_flops = 0;
+    double unfused_flops = 0;
+    for (const OpCost& op : layer_ops(tiny(), fused, phase)) fused_flops += op.flops;
+    for (const OpCost& op : layer_ops(tiny(), tiny_shape(), phase)) unfused_flops += op.flops;
+    EXPECT_EQ(fused_flops, unfused_flops);
+  }
+  // Selective recompute re-runs the fused kernel.
+  EXPECT_THAT(names(layer_ops(tiny(), fused, ComputePhase::kRecompute, Recompute::kSelective)),
+              ElementsAre("attention"));
+}
+
+// The H100 preset's cuDNN table at s = 4096 (forward 518, backward 499 TFLOP/s) for one head
+// group of gpt3-1.3b-like shape: b·a = 16 heads, dh 128. FLOPs f = 4·16·4096²·128; the causal
+// kernel does f/2 forward and 2.5·f/2 backward.
+TEST(ComputeModel, FusedAttentionTakesItsTimeFromTheKernelTable) {
+  const ComputeModel h100(hardware_preset("dgx-h100"), Precision::kBf16);
+  const double f = 4.0 * 16 * 4096 * 4096 * 128;
+  const OpCost forward = {.name = "attention",
+                          .kind = OpKind::kFusedAttention,
+                          .m = 4096,
+                          .n = 4096,
+                          .k = 128,
+                          .batch = 16,
+                          .flops = f,
+                          .bytes = 1e6};
+  OpCost backward = forward;
+  backward.kind = OpKind::kFusedAttentionBackward;
+  backward.flops = 2 * f;
+  EXPECT_DOUBLE_EQ(h100.op_time(forward), f / 2 / 518e12);
+  EXPECT_DOUBLE_EQ(h100.op_time(backward), 2.5 * f / 2 / 499e12);
+  // Halfway between 2048 and 4096 in log(seq): halfway between 484 and 518.
+  OpCost between = forward;
+  between.n = 2896;
+  EXPECT_NEAR(h100.op_time(between), f / 2 / 501e12, f / 2 / 501e12 * 1e-4);
+  // Beyond the table: its last entry.
+  between.n = 65536;
+  EXPECT_DOUBLE_EQ(h100.op_time(between), f / 2 / 539e12);
+}
+
+TEST(ComputeModel, FusedAttentionWithoutAKernelTableIsCostedAsItsProducts) {
+  HardwareSpec hw = hardware_preset("dgx-a100");
+  hw.gpu.fused_attention.reset();
+  const ComputeModel model(hw, Precision::kBf16);
+  // 16 heads of 128x128 tiles (m = n = 128): one wave of 16 on 108 SMs.
+  const OpCost op = {.name = "attention",
+                     .kind = OpKind::kFusedAttention,
+                     .m = 128,
+                     .n = 128,
+                     .k = 64,
+                     .batch = 16,
+                     .flops = 4.0 * 16 * 128 * 128 * 64};
+  EXPECT_DOUBLE_EQ(model.op_time(op), op.flops / (312e12 * 0.8 * 16.0 / 108.0));
 }
 
 TEST(ComputeModel, RejectsADtypeTheGpuLacks) {

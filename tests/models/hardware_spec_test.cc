@@ -8,6 +8,7 @@
 
 #include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
+#include "metron/models/hardware_presets.h"
 
 namespace metron::models {
 namespace {
@@ -171,6 +172,40 @@ TEST(HardwareJson, RoundTripsEveryField) {
   spec.hardware_queues = 32;
   spec.compute_slowdown_during_comm = 0.1;
   EXPECT_EQ(hardware_from_json(to_json(spec)), spec);
+}
+
+TEST(HardwareJson, RoundTripsAFusedAttentionTable) {
+  HardwareSpec spec = small();
+  spec.gpu.fused_attention = AttentionKernelTable{
+      .kernel = "k", .seq_lens = {512, 4096}, .forward = {3e14, 5e14}, .backward = {2e14, 4e14}};
+  EXPECT_EQ(hardware_from_json(to_json(spec)), spec);
+  EXPECT_THAT(to_json(spec),
+              HasSubstr(R"("fused_attention":{"kernel":"k","seq_lens":[512.0,4096.0])"));
+  // The presets carry their measured tables (hardware_presets.cc cites them).
+  EXPECT_TRUE(hardware_preset("dgx-h100").gpu.fused_attention.has_value());
+  EXPECT_EQ(hardware_from_json(to_json(hardware_preset("dgx-a100"))), hardware_preset("dgx-a100"));
+}
+
+TEST(HardwareJson, RejectsAFusedAttentionTableThatDoesNotAddUp) {
+  HardwareSpec spec = small();
+  spec.gpu.fused_attention = AttentionKernelTable{
+      .kernel = "k", .seq_lens = {512, 4096}, .forward = {3e14}, .backward = {2e14, 4e14}};
+  EXPECT_THAT([&] { validate(spec); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("gpu.fused_attention: expected seq_lens, forward "
+                            "and backward of one equal, non-zero length, got 2, 1 and 2")));
+  spec.gpu.fused_attention->forward = {3e14, 5e14};
+  spec.gpu.fused_attention->seq_lens = {4096, 512};
+  EXPECT_THAT(
+      [&] { validate(spec); },
+      ThrowsMessage<InvalidConfig>(HasSubstr("gpu.fused_attention.seq_lens: expected ascending")));
+  const std::string text = R"({"name": "x", "gpu": {"name": "g", "peak_flops": {"bf16": 1e12},
+      "hbm_bandwidth": 1e12, "hbm_capacity": 1000, "fused_attention": {"kernel": "k",
+      "seq_lens": [512], "forward": [-1], "backward": [1e12]}}, "gpus_per_node": 1,
+      "intra_node": {"bandwidth": 1e9, "latency": 0}, "inter_node": {"bandwidth": 1e9,
+      "latency": 0, "topology": "t"}})";
+  EXPECT_THAT([&] { (void)hardware_from_json(text, "hw.json"); },
+              ThrowsMessage<ParseError>(HasSubstr("gpu.fused_attention.forward[0]")));
 }
 
 TEST(HardwareJson, CountsUnknownKeysAtTheirPath) {

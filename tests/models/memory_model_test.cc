@@ -364,6 +364,21 @@ TEST(LayerActivationBytes, LayerShapeOfAParallelSpecGivesTheSameBytes) {
             2048.0 * 12288 / 8 * 114);
 }
 
+// Fused attention stores no score-sized tensor: of small_gelu's 5·a·s·s·b score bytes (softmax
+// output 2, dropout mask 1, dropout output 2 per score) nothing is left, and it adds the fp32
+// log-sum-exp per query and head, 4·a·s·b. small_gelu, b 1, s 8 (a 4): 34·8·16 = 4352 plus
+// 4·4·8 = 128.
+TEST(LayerActivationBytes, FusedAttentionDropsTheScoreTermsAndKeepsTheSoftmaxStatistics) {
+  LayerShape fused = shape(1, 8, 1);
+  fused.fused_attention = true;
+  EXPECT_EQ(layer_activation_bytes(small_gelu(), fused, Recompute::kNone), 4352 + 128);
+  // Under tp 2 (no sp) the statistics split with the heads: 10·sbh + 24·sbh/2 + 128/2.
+  LayerShape fused_tp = shape(1, 8, 2);
+  fused_tp.fused_attention = true;
+  EXPECT_EQ(layer_activation_bytes(small_gelu(), fused_tp, Recompute::kNone),
+            10 * 128 + 24 * 128 / 2 + 64);
+}
+
 // Context parallelism cp = 2 on small_gelu (b 1, s 8, h 16, a 4): every term sees s/cp = 4
 // tokens, but each query still scores all 8 keys, so the score terms are 5·a·(s/cp)·s·b:
 //   34·(s/cp)·b·h + 5·a·(s/cp)·s·b = 34·64 + 5·4·4·8 = 2176 + 640 = 2816

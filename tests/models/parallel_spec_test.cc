@@ -279,14 +279,15 @@ ParallelSpec every_field() {
           .global_batch = 1024,
           .num_microbatches = 128,
           .seq_len = 4096,
-          .recompute = Recompute::kSelective};
+          .recompute = Recompute::kSelective,
+          .attention = AttentionKernel::kFused};
 }
 
 TEST(ParallelJson, WritesEveryKeyInCanonicalOrder) {
   EXPECT_EQ(to_json(every_field()),
             R"({"tp":8,"pp":16,"dp":4,"vp":2,"cp":2,"ep":4,"sequence_parallel":true,)"
             R"("microbatch_size":2,"global_batch":1024,"num_microbatches":128,"seq_len":4096,)"
-            R"("recompute":"selective"})"
+            R"("recompute":"selective","attention":"fused"})"
             "\n");
 }
 
@@ -294,7 +295,7 @@ TEST(ParallelJson, WritesUnsetOptionalsAsNull) {
   EXPECT_EQ(to_json(ParallelSpec{}),
             R"({"tp":1,"pp":1,"dp":1,"vp":1,"cp":1,"ep":1,"sequence_parallel":false,)"
             R"("microbatch_size":1,"global_batch":null,"num_microbatches":null,"seq_len":null,)"
-            R"("recompute":"none"})"
+            R"("recompute":"none","attention":"unfused"})"
             "\n");
 }
 
@@ -305,6 +306,19 @@ TEST(ParallelJson, RoundTrips) {
   full_recompute.recompute = Recompute::kFull;
   full_recompute.global_batch.reset();
   EXPECT_EQ(parallel_from_json(to_json(full_recompute)), full_recompute);
+}
+
+TEST(ParallelJson, AnUnknownAttentionKernelIsNamed) {
+  EXPECT_THROW(
+      {
+        try {
+          parallel_from_json(R"({"attention":"flash"})", "p.json");
+        } catch (const ParseError& e) {
+          EXPECT_THAT(e.what(), ::testing::HasSubstr("attention"));
+          throw;
+        }
+      },
+      ParseError);
 }
 
 TEST(ParallelJson, ReadsDefaultsForMissingKeys) {

@@ -18,6 +18,16 @@
 //   efficiency)); a CostProfile entry for the op's key replaces it. The GEMM efficiency is the
 //   GPU's large-GEMM efficiency times tile and wave quantization over its SMs (NVIDIA's "Matrix
 //   Multiplication Background User's Guide"); constants are documented in hardware_presets.cc.
+//
+//   Fused attention (LayerShape::fused_attention): the attention core is one op, "attention"
+//   (and "attention-backward" in I), with the same matrix FLOPs as QKᵀ and ·V (and their four
+//   gradient products), no score-sized element-wise ops, and Q, K, V, O (and their gradients) as
+//   its only HBM traffic. Its time comes from the GPU's measured kernel table
+//   (gpu.fused_attention): the causal kernel does half the products, so forward time =
+//   (FLOPs / 2) / forward(s) and backward time = 2.5 · (forward FLOPs / 2) / backward(s), the
+//   tables' own convention (the backward recomputes the scores, hence 2.5 rather than 2).
+//   Without a table it is costed like the two products at the GEMM efficiency, causal mask
+//   ignored.
 
 #include <cstdint>
 #include <span>
@@ -35,13 +45,19 @@ namespace metron::models {
 
 /// How an op is computed, which decides its roofline and its profile key.
 enum class OpKind {
-  kGemm,         ///< C[m,n] = A[m,k] · B[k,n]
-  kBatchedGemm,  ///< `batch` independent GEMMs (attention's QKᵀ and ·V)
-  kElementwise,  ///< memory-bound: norms, softmax, dropout, activations, adds, loss, optimizer
+  kGemm,            ///< C[m,n] = A[m,k] · B[k,n]
+  kBatchedGemm,     ///< `batch` independent GEMMs (attention's QKᵀ and ·V)
+  kElementwise,     ///< memory-bound: norms, softmax, dropout, activations, adds, loss, optimizer
+  kFusedAttention,  ///< a flash-style attention forward: `batch` heads of m queries
+                    ///< against n keys, head dim k (Note [compute accounting])
+  kFusedAttentionBackward,  ///< its backward, same shape
 };
 
-/// "gemm", "batched-gemm", "elementwise".
+/// "gemm", "batched-gemm", "elementwise", "fused-attention", "fused-attention-backward".
 std::string_view to_string(OpKind kind) noexcept;
+
+/// True for kFusedAttention and kFusedAttentionBackward.
+bool is_fused_attention(OpKind kind) noexcept;
 
 /// One op on one rank for one microbatch.
 struct OpCost {
@@ -55,7 +71,8 @@ struct OpCost {
   double bytes = 0;        ///< HBM bytes read + written
 
   /// The key a CostProfile stores this op's measured time under: "gemm:MxNxK",
-  /// "batched-gemm:BATCHxMxNxK", "elementwise:<name>:<elements>".
+  /// "batched-gemm:BATCHxMxNxK", "elementwise:<name>:<elements>",
+  /// "fused-attention:BATCHxMxNxK", "fused-attention-backward:BATCHxMxNxK".
   [[nodiscard]] std::string profile_key() const;
 
   friend bool operator==(const OpCost&, const OpCost&) = default;
@@ -96,6 +113,8 @@ class ComputeModel {
   [[nodiscard]] double gemm_efficiency(const OpCost& op) const;
   /// Seconds: the profile's entry for op.profile_key() at this dtype, else the roofline.
   [[nodiscard]] double op_time(const OpCost& op) const;
+  /// The compute-bound time of a fused attention op (Note [compute accounting]).
+  [[nodiscard]] double fused_attention_compute_time(const OpCost& op) const;
   /// Sums of flops, bytes and op_time.
   [[nodiscard]] PhaseCost cost(std::span<const OpCost> ops) const;
 

@@ -6,7 +6,9 @@
 //    "gpu": {"name": "H100-SXM5-80GB",
 //            "peak_flops": {"bf16": 9.894e14, "fp16": 9.894e14, "fp32": 6.69e13, "fp8": 1.9789e15},
 //            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000,
-//            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85},
+//            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85,
+//            "fused_attention": {"kernel": "cuDNN fused attention", "seq_lens": [512, 4096],
+//                                "forward": [3.15e14, 5.18e14], "backward": [3.05e14, 4.99e14]}},
 //    "gpus_per_node": 8,
 //    "intra_node": {"bandwidth": 4.5e11, "latency": 1e-06},
 //    "inter_node": {"bandwidth": 5e10, "latency": 5e-06, "topology": "fat-tree"},
@@ -24,6 +26,16 @@
 //                         (microbenchmarks, never fitted to training runs); 1 = the peak.
 //   gpu.memory_efficiency in (0, 1]: the fraction of hbm_bandwidth that streaming kernels reach
 //                         (STREAM-like microbenchmarks); 1 = the datasheet bandwidth.
+//   gpu.fused_attention   optional: the throughput of the flash-style attention kernel that
+//                         "attention": "fused" runs, measured for causal attention with head
+//                         dim 128 at each sequence length, in FLOP/s by FlashAttention's
+//                         benchmark convention (forward 4·b·s²·heads·head_dim halved for the
+//                         causal mask; backward 2.5 times the forward), so published kernel
+//                         benchmarks can be copied as they are. seq_lens ascend; forward and
+//                         backward have one positive entry per length; between two lengths the
+//                         throughput is interpolated in log(seq), outside it is the nearest.
+//                         Absent: the fused kernel is costed as its two products at the GEMM
+//                         efficiency (compute_cost.h).
 //   intra_node.bandwidth  bytes/s per GPU, one direction (NVLink: half the "bidirectional" figure).
 //   inter_node.bandwidth  bytes/s per GPU, one direction (its NIC's line rate / 8).
 //   *.latency             seconds for a small message, >= 0.
@@ -38,7 +50,7 @@
 //                         device (SMs and HBM on a GPU, the cores and memory on a CPU).
 //
 // Required: everything but gpu.sm_count (default 0), gpu.gemm_efficiency (default 1.0),
-// gpu.memory_efficiency (default 1.0), hardware_queues (default 8),
+// gpu.memory_efficiency (default 1.0), gpu.fused_attention (absent), hardware_queues (default 8),
 // compute_slowdown_during_comm and comm_slowdown_during_compute (default 0.0).
 
 #include <cstdint>
@@ -46,11 +58,27 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "metron/base/diagnostics.h"
 #include "metron/models/model_spec.h"
 
 namespace metron::models {
+
+/// A fused attention kernel's measured throughput by sequence length (gpu.fused_attention in
+/// Note [hardware JSON]).
+struct AttentionKernelTable {
+  std::string kernel;            ///< which kernel was measured, for people
+  std::vector<double> seq_lens;  ///< ascending
+  std::vector<double> forward;   ///< FLOP/s, FlashAttention's causal convention
+  std::vector<double> backward;  ///< FLOP/s, the same convention (2.5x the forward's FLOPs)
+
+  /// Throughput at `seq` from `values` (forward or backward): interpolated in log(seq) between
+  /// the two nearest lengths, the nearest end's value outside the table.
+  [[nodiscard]] double at(const std::vector<double>& values, double seq) const;
+
+  friend bool operator==(const AttentionKernelTable&, const AttentionKernelTable&) = default;
+};
 
 /// One GPU: its dense peak compute per precision, its memory, and what fraction of both its
 /// kernels reach (the roofline of compute_cost.h).
@@ -62,6 +90,7 @@ struct GpuSpec {
   std::int64_t sm_count = 0;               // 0 = unknown: no tile/wave quantization
   double gemm_efficiency = 1.0;            // (0, 1]: fraction of the peak large GEMMs reach
   double memory_efficiency = 1.0;          // (0, 1]: fraction of hbm_bandwidth streams reach
+  std::optional<AttentionKernelTable> fused_attention;  // absent: costed as its GEMMs
 
   /// The dense peak FLOP/s at `precision`, or nullopt when the GPU does not support it.
   [[nodiscard]] std::optional<double> peak(Precision precision) const {
@@ -107,7 +136,8 @@ struct HardwareSpec {
 
 /// Throws InvalidConfig listing every problem: non-positive (or non-finite) peaks, bandwidths,
 /// capacity, gpus_per_node and hardware_queues; no peak at all; a negative sm_count;
-/// gemm_efficiency or memory_efficiency outside (0, 1]; negative (or non-finite) latencies and
+/// gemm_efficiency or memory_efficiency outside (0, 1]; a fused_attention table that is empty,
+/// of unequal lengths, not ascending or not positive; negative (or non-finite) latencies and
 /// slow-downs; an empty topology.
 void validate(const HardwareSpec& spec);
 

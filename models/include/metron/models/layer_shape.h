@@ -18,6 +18,7 @@ struct LayerShape {
   std::int64_t cp = 1;             ///< context-parallel size
   std::int64_t ep = 1;             ///< expert-parallel size
   bool sequence_parallel = false;  ///< norms, dropout and residuals split over t (t > 1 only)
+  bool fused_attention = false;    ///< one flash-style kernel, no s×s tensors in memory
 
   /// Tokens of this rank's sequence slice: b · s / cp.
   [[nodiscard]] std::int64_t tokens() const { return batch * seq / cp; }
@@ -26,7 +27,7 @@ struct LayerShape {
 };
 
 /// The shape a ParallelSpec gives `model`'s layers: b = microbatch_size, s = sequence_length,
-/// sequence_parallel = spec.sp().
+/// sequence_parallel = spec.sp(), fused_attention = spec.attention is fused.
 LayerShape layer_shape(const ModelSpec& model, const ParallelSpec& spec);
 
 }  // namespace metron::models

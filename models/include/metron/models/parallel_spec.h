@@ -4,12 +4,12 @@
 //
 //   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
 //    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
-//    "recompute": "none"}
+//    "recompute": "none", "attention": "unfused"}
 //
 // Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
-// recompute to "none"; seq_len defaults to the model's (null = unset); global_batch and
-// num_microbatches may be null. The number of microbatches per iteration comes from
-// num_microbatches when given, else from global_batch / (microbatch_size · dp); when both are
+// recompute to "none", attention to "unfused"; seq_len defaults to the model's (null = unset);
+// global_batch and num_microbatches may be null. The number of microbatches per iteration comes
+// from num_microbatches when given, else from global_batch / (microbatch_size · dp); when both are
 // given they must agree.
 //
 // Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
@@ -39,6 +39,17 @@ std::string_view to_string(Recompute recompute) noexcept;
 /// The inverse of to_string; nullopt for any other text.
 std::optional<Recompute> parse_recompute(std::string_view name) noexcept;
 
+/// How the attention core runs. unfused: QKᵀ and ·V as batched GEMMs with the s×s scores
+/// written, softmaxed and dropped out in memory (Megatron's own kernels, the 2021 runs); fused:
+/// one flash-style kernel that keeps the scores on chip (FlashAttention, cuDNN's fused attention
+/// — what Transformer Engine runs by default), so neither time nor memory pays for s×s tensors.
+enum class AttentionKernel { kUnfused, kFused };
+
+/// "unfused", "fused".
+std::string_view to_string(AttentionKernel kernel) noexcept;
+/// The inverse of to_string; nullopt for any other text.
+std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) noexcept;
+
 /// Parallel sizes and batching (see Note [parallel JSON]).
 struct ParallelSpec {
   std::int64_t tp = 1;             ///< tensor parallel
@@ -53,6 +64,7 @@ struct ParallelSpec {
   std::optional<std::int64_t> num_microbatches;  ///< per pipeline per iteration
   std::optional<std::int64_t> seq_len;           ///< default: the model's
   Recompute recompute = Recompute::kNone;
+  AttentionKernel attention = AttentionKernel::kUnfused;
 
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }

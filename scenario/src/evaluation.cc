@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -80,10 +81,13 @@ std::string result_json(const Evaluation& e) {
     Json bubble = Json::object();
     for (const auto& [cause, time] : m.bubble)
       bubble[std::string(sim::to_string(cause))] = ms(time);
-    Json sent = Json::object();
-    for (const auto& [group, bytes] : m.bytes_sent) {
-      sent[group.valid() ? g.group(group).name : std::string("p2p")] = bytes;
-    }
+    const auto by_group = [&](const std::map<ir::GroupId, std::int64_t>& bytes) {
+      Json out = Json::object();
+      for (const auto& [group, sum] : bytes) {
+        out[group.valid() ? g.group(group).name : std::string("p2p")] = sum;
+      }
+      return out;
+    };
     Json timeline = Json::array();
     for (const auto& [time, bytes] : m.memory_timeline) timeline.push_back({ms(time), bytes});
     per_rank.push_back({{"rank", r},
@@ -96,7 +100,8 @@ std::string result_json(const Evaluation& e) {
                         {"comm_ms", ms(m.comm_total)},
                         {"comm_exposed_ms", ms(m.comm_exposed)},
                         {"comm_overlapped_ms", ms(m.comm_overlapped)},
-                        {"bytes_sent", sent},
+                        {"bytes_sent", by_group(m.bytes_sent)},
+                        {"collective_bytes", by_group(m.collective_bytes)},
                         {"peak_memory_bytes", e.peak_memory_bytes[r]},
                         {"activation_memory_timeline", timeline}});
   }

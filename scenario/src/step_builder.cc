@@ -224,24 +224,6 @@ double phase_seconds(const models::StageCosts& c, ir::Phase phase, std::size_t s
 
 }  // namespace
 
-models::CommOp comm_op(ir::CollectiveOp op) {
-  switch (op) {
-    case ir::CollectiveOp::kAllReduce:
-      return models::CommOp::kAllReduce;
-    case ir::CollectiveOp::kReduceScatter:
-      return models::CommOp::kReduceScatter;
-    case ir::CollectiveOp::kAllGather:
-      return models::CommOp::kAllGather;
-    case ir::CollectiveOp::kReduce:
-      return models::CommOp::kReduce;
-    case ir::CollectiveOp::kBroadcast:
-      return models::CommOp::kBroadcast;
-    case ir::CollectiveOp::kAllToAll:
-      return models::CommOp::kAllToAll;
-  }
-  return models::CommOp::kAllReduce;
-}
-
 Step build_step(const Scenario& s, Replication replication, Payload payload) {
   validate(s);
   Layout layout = layout_of(s);

@@ -12,6 +12,7 @@
 
 #include "metron/base/error.h"
 #include "metron/base/huge_pages.h"
+#include "metron/sim/comm_bytes.h"
 
 namespace metron::sim::detail {
 
@@ -62,6 +63,11 @@ Engine::Engine(const ir::Graph& graph, std::span<const Time> durations, const Si
       comm_slowdown_(options.comm_slowdown_during_compute > 0),
       retiming_(slowdown_ || comm_slowdown_) {
   const auto n = static_cast<std::size_t>(graph.num_tasks());
+  const std::size_t instances = graph.flat_index().instances.size();
+  wire_bytes_.reserve(instances);
+  for (std::size_t i = 0; i < instances; ++i) {
+    wire_bytes_.push_back(sim::wire_bytes(graph, static_cast<std::int32_t>(i)));
+  }
   trackers_.reserve(static_cast<std::size_t>(graph.num_ranks()));
   trackers_.resize(static_cast<std::size_t>(graph.num_ranks()));
   // Until a task starts, its end holds its duration: one array fewer to read on the hot path.
@@ -242,7 +248,10 @@ void Engine::finish_task(TaskId t) {
   }
   if (f.kind == TaskKind::kSend || f.kind == TaskKind::kCollective) {
     const ir::CommFacts& c = instances_[f.comm_instance];
-    if (c.bytes != 0) tracker.add_bytes_sent(c.group, c.bytes);
+    if (c.bytes != 0) {
+      tracker.add_bytes_sent(c.group, c.bytes,
+                             wire_bytes_[static_cast<std::size_t>(f.comm_instance)]);
+    }
   }
   for (std::int32_t e = f.allocates_begin; e < f.uses_end; ++e) {
     const std::size_t b = effects_[e].index();

@@ -116,6 +116,7 @@ class Engine {
   const ir::TaskFacts* facts_;
   const ir::BufferId* effects_;
   const ir::CommFacts* instances_;
+  std::vector<std::int64_t> wire_bytes_;  ///< by instance: what one member sends (comm_bytes.h)
   ir::OrderingState state_;
   double slowdown_factor_;  ///< 1 + compute_slowdown_during_comm
   bool slowdown_;           ///< whether the factor differs from 1 at all

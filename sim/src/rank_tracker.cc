@@ -16,8 +16,14 @@ RankMetrics RankTracker::finish(Time makespan) {
   m.peak_memory_bytes = peak_;
   m.memory_timeline.assign(points_, points_ + num_points_);
   m.bubbles = std::move(bubbles_);
-  m.bytes_sent.insert(bytes_sent_.begin(), bytes_sent_.end());
-  if (any_p2p_sent_) m.bytes_sent[ir::GroupId{}] = p2p_bytes_sent_;
+  for (const auto& [group, sums] : bytes_sent_) {
+    m.bytes_sent[group] = sums.wire;
+    m.collective_bytes[group] = sums.buffer;
+  }
+  if (any_p2p_sent_) {
+    m.bytes_sent[ir::GroupId{}] = p2p_bytes_sent_;
+    m.collective_bytes[ir::GroupId{}] = p2p_bytes_sent_;
+  }
   if (!any_busy_) {
     // No compute at all: the whole run is "before the first compute task".
     if (makespan > 0) m.bubbles.push_back({0, makespan, BubbleCause::kWarmup, ir::TaskId{}});

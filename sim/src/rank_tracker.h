@@ -47,20 +47,21 @@ class RankTracker {
     --comms_;
   }
 
-  /// Bytes a completed Send (group none) or collective member moved.
-  void add_bytes_sent(ir::GroupId group, std::int64_t bytes) {
+  /// A completed Send (group none) or collective member: its buffer bytes and its wire bytes.
+  void add_bytes_sent(ir::GroupId group, std::int64_t buffer, std::int64_t wire) {
     if (!group.valid()) {
-      p2p_bytes_sent_ += bytes;
+      p2p_bytes_sent_ += wire;
       any_p2p_sent_ = true;
       return;
     }
-    for (auto& [g, sum] : bytes_sent_) {
+    for (auto& [g, sums] : bytes_sent_) {
       if (g == group) {
-        sum += bytes;
+        sums.buffer += buffer;
+        sums.wire += wire;
         return;
       }
     }
-    bytes_sent_.emplace_back(group, bytes);
+    bytes_sent_.push_back({group, {buffer, wire}});
   }
 
   void allocate(Time now, std::int64_t bytes) {
@@ -118,7 +119,11 @@ class RankTracker {
   std::size_t num_points_ = 0;
   /// A rank talks in a handful of groups: a flat list beats a map on the hot path. Sends (group
   /// none, the most frequent) add up here without touching a separate allocation.
-  std::vector<std::pair<ir::GroupId, std::int64_t>> bytes_sent_;
+  struct SentBytes {
+    std::int64_t buffer = 0;
+    std::int64_t wire = 0;
+  };
+  std::vector<std::pair<ir::GroupId, SentBytes>> bytes_sent_;
   std::int64_t p2p_bytes_sent_ = 0;
   bool any_p2p_sent_ = false;
 };

@@ -7,6 +7,7 @@
 
 #include "metron/base/error.h"
 #include "metron/base/intervals.h"
+#include "metron/sim/comm_bytes.h"
 
 namespace metron::sim {
 namespace {
@@ -31,10 +32,14 @@ class RankResult {
             instance < 0 ? span.start_ns
                          : std::max(span.start_ns, rendezvous_[static_cast<std::size_t>(instance)]);
         comm.emplace_back(from, span.end_ns);
-        if (const auto* c = std::get_if<ir::Collective>(&task.op))
-          m.bytes_sent[c->group] += c->bytes;
-        if (const auto* s = std::get_if<ir::Send>(&task.op))
+        if (const auto* c = std::get_if<ir::Collective>(&task.op); c != nullptr && c->bytes != 0) {
+          m.bytes_sent[c->group] += wire_bytes(graph_, instance);
+          m.collective_bytes[c->group] += c->bytes;
+        }
+        if (const auto* s = std::get_if<ir::Send>(&task.op); s != nullptr && s->bytes != 0) {
           m.bytes_sent[ir::GroupId{}] += s->bytes;
+          m.collective_bytes[ir::GroupId{}] += s->bytes;
+        }
       }
     }
     const std::vector<Interval> busy = merged(std::move(compute));

@@ -44,7 +44,9 @@ std::set<std::string> keys(const Json& j, const std::string& prefix = "") {
   std::set<std::string> out;
   for (auto it = j.begin(); it != j.end(); ++it) {
     out.insert(prefix + it.key());
-    if (it.value().is_object() && it.key() != "bytes_sent" && it.key() != "bubble_ms") {
+    // Group names differ with what a rank communicates: only their maps' keys are compared.
+    if (it.value().is_object() && it.key() != "bytes_sent" && it.key() != "collective_bytes" &&
+        it.key() != "bubble_ms") {
       for (const std::string& k : keys(it.value(), prefix + it.key() + ".")) out.insert(k);
     }
     if (it.key() == "per_rank" && !it.value().empty()) {

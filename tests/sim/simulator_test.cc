@@ -79,12 +79,42 @@ TEST(Simulator, AllReduceOnSecondStreamOverlapsCompute) {
     EXPECT_EQ(m.comm_overlapped, 100);  // [100, 200] beside C
     EXPECT_EQ(m.bubble, bubble_map(0, 50, 0, 0, 0));
     EXPECT_THAT(m.bubbles, ElementsAre(Bubble{200, 250, BubbleCause::kCooldown, TaskId{}}));
+    // A ring all-reduce on 2 ranks sends 2(n−1)/n = 1 times its buffer.
     EXPECT_THAT(m.bytes_sent, ElementsAre(Pair(dp, 4096)));
+    EXPECT_THAT(m.collective_bytes, ElementsAre(Pair(dp, 4096)));
     EXPECT_EQ(m.peak_memory_bytes, 0);
   }
   // Ends at one time go by rank: rank 1's B completed last at 100 and released the all-reduce;
   // rank 1's member is the last task to end at 250.
   EXPECT_THAT(res.critical_path, ElementsAre(bwd[1], reduce[1]));
+}
+
+// Bytes on the wire follow nccl-tests' bus factors (models::wire_bytes), the buffer sizes stay as
+// the graph states them: on 4 ranks an all-reduce of 4096 B sends 2·3/4·4096 = 6144 B per rank,
+// and the reduce-scatter plus all-gather that replace it 3/4·4096 = 3072 B each, the same 6144
+// in all, though their buffers sum to 8192.
+TEST(Simulator, BytesSentAreWireBytesAndCollectiveBytesTheBuffers) {
+  for (const bool split : {false, true}) {
+    GraphBuilder b;
+    Durations d;
+    std::vector<RankId> ranks;
+    for (int i = 0; i < 4; ++i) ranks.push_back(b.add_rank());
+    const GroupId dp = b.add_group("dp", ranks);
+    for (RankId r : ranks) {
+      const StreamId s = b.add_stream(r, "dp");
+      if (split) {
+        d.add(b, collective(r, s, dp, 4096, 0, CollectiveOp::kReduceScatter), 10);
+        d.add(b, collective(r, s, dp, 4096, 1, CollectiveOp::kAllGather), 10);
+      } else {
+        d.add(b, collective(r, s, dp, 4096, 0), 20);
+      }
+    }
+    const SimResult res = simulate(std::move(b).build(), d.by_task);
+    for (const RankMetrics& m : res.ranks) {
+      EXPECT_THAT(m.bytes_sent, ElementsAre(Pair(dp, 6144))) << split;
+      EXPECT_THAT(m.collective_bytes, ElementsAre(Pair(dp, split ? 8192 : 4096)));
+    }
+  }
 }
 
 // Rank 0 computes A for 100 ns, rank 1 for 300 ns; their all-reduce members (50 and 80 ns)

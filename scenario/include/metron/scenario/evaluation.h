@@ -51,7 +51,9 @@ Evaluation evaluation_of(const Scenario& scenario, Step step, sim::SimResult res
 /// model_tflops_per_gpu, bubble_fraction, exposed_comm_fraction, stage_span_bubble_rate (null
 /// without explicit costs), peak_memory_bytes_max, hbm_capacity_bytes, and per_rank: rank, tp,
 /// pp, dp, compute_ms, idle_ms, bubble_ms {cause: ms}, comm_ms, comm_exposed_ms,
-/// comm_overlapped_ms, bytes_sent {group: bytes; "p2p" for sends}, peak_memory_bytes,
+/// comm_overlapped_ms, bytes_sent {group: bytes the rank put on the wire, nccl-tests' bus
+/// factors; "p2p" for sends}, collective_bytes {group: the collectives' buffer sizes, the
+/// figure bytes_sent was before issue 18; "p2p" for sends}, peak_memory_bytes,
 /// activation_memory_timeline [[ms, bytes], ...]; and critical_path, the tasks that set the
 /// iteration time, first to last ({task, what, start_ms, end_ms}).
 std::string result_json(const Evaluation& evaluation);

@@ -37,6 +37,7 @@
 #include "metron/models/group_placement.h"
 #include "metron/models/stage_costs.h"
 #include "metron/scenario/scenario.h"
+#include "metron/sim/comm_bytes.h"
 #include "metron/sim/simulator.h"
 
 namespace metron::scenario {
@@ -83,7 +84,7 @@ struct Step {
 };
 
 /// The communication model's op for a graph's collective (step 4 prices it, a profile keys it).
-models::CommOp comm_op(ir::CollectiveOp op);
+using sim::comm_op;
 
 /// Builds the step of Note [building a step]. Throws InvalidConfig for a scenario that cannot be
 /// built (see validate(Scenario)) or a schedule that rejects the sizes.

@@ -73,7 +73,13 @@ struct RankMetrics {
   Time comm_total = 0;                 ///< union of its communication tasks' intervals
   Time comm_exposed = 0;               ///< communication time with no compute running on the rank
   Time comm_overlapped = 0;            ///< comm_total − comm_exposed
-  std::map<ir::GroupId, std::int64_t> bytes_sent;  ///< collectives by group; p2p under none
+  /// Bytes the rank put on its links (sim::wire_bytes: nccl-tests' bus factors), by group;
+  /// p2p under none.
+  std::map<ir::GroupId, std::int64_t> bytes_sent;
+  /// The collectives' buffer sizes as the graph states them (nccl-tests' S: an all-reduce's
+  /// input, an all-gather's output), by group; p2p under none. Not traffic: an all-reduce and
+  /// the reduce-scatter plus all-gather that replace it move the same bytes but sum 1 : 2 here.
+  std::map<ir::GroupId, std::int64_t> collective_bytes;
   std::int64_t peak_memory_bytes = 0;
   std::vector<std::pair<Time, std::int64_t>> memory_timeline;  ///< (time, allocated bytes)
   std::vector<Bubble> bubbles;

@@ -40,14 +40,14 @@ void print_hardware(bool json) {
     for (const auto& h : models::hardware_presets()) std::cout << models::to_json(h);
     return;
   }
-  // Decimal units, as the datasheets state them; fabric bandwidths per GPU, one direction:
-  // intra-node (NVLink) and inter-node (the NIC).
+  // Decimal units, as the datasheets state them; fabric bandwidths per GPU, one direction, as
+  // NCCL reaches them on large messages: intra-node (NVLink) and inter-node (the NIC).
   std::cout << fmt::format("{:<12}{:>10}{:>14}{:>8}{:>10}{:>12}{:>12}\n", "name", "gpus/node",
                            "bf16 TFLOP/s", "HBM GB", "HBM TB/s", "intra GB/s", "inter GB/s");
   for (const auto& h : models::hardware_presets()) {
     const std::optional<double> bf16 = h.gpu.peak(models::Precision::kBf16);
     std::cout << fmt::format(
-        "{:<12}{:>10}{:>14}{:>8.0f}{:>10.2f}{:>12.0f}{:>12.0f}\n", h.name, h.gpus_per_node,
+        "{:<12}{:>10}{:>14}{:>8.0f}{:>10.2f}{:>12.0f}{:>12.1f}\n", h.name, h.gpus_per_node,
         bf16 ? fmt::format("{:.1f}", *bf16 / 1e12) : std::string("-"),
         static_cast<double>(h.gpu.hbm_capacity) / 1e9, h.gpu.hbm_bandwidth / 1e12,
         h.intra_node.bandwidth / 1e9, h.inter_node.bandwidth / 1e9);

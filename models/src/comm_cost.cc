@@ -30,7 +30,7 @@ double ceil_log2(std::int64_t n) {
 
 double ring_time(CommOp op, double bytes, double n, const Link& link) {
   const double a = link.latency;
-  const double s = bytes / link.bandwidth;
+  const double s = bytes / link.bandwidth_at(bytes);
   switch (op) {
     case CommOp::kAllReduce:
       return 2 * (n - 1) * a + 2 * (n - 1) / n * s;
@@ -46,7 +46,7 @@ double ring_time(CommOp op, double bytes, double n, const Link& link) {
 }
 
 double tree_all_reduce_time(double bytes, std::int64_t n, const Link& link) {
-  return 2 * ceil_log2(n) * link.latency + 2 * bytes / link.bandwidth;
+  return 2 * ceil_log2(n) * link.latency + 2 * bytes / link.bandwidth_at(bytes);
 }
 
 void check_link(std::vector<std::string>& problems, const std::string& name, const Link& link) {
@@ -193,11 +193,17 @@ CommModel::CommModel(HardwareSpec hardware, const CostProfile* profile, CommAlgo
 }
 
 Link CommModel::intra_node() const {
-  return {.latency = hardware_.intra_node.latency, .bandwidth = hardware_.intra_node.bandwidth};
+  const IntraNodeFabric& f = hardware_.intra_node;
+  return {.latency = f.latency,
+          .bandwidth = f.bandwidth,
+          .size_efficiency = f.size_efficiency ? &*f.size_efficiency : nullptr};
 }
 
 Link CommModel::inter_node() const {
-  return {.latency = hardware_.inter_node.latency, .bandwidth = hardware_.inter_node.bandwidth};
+  const InterNodeNetwork& n = hardware_.inter_node;
+  return {.latency = n.latency,
+          .bandwidth = n.bandwidth,
+          .size_efficiency = n.size_efficiency ? &*n.size_efficiency : nullptr};
 }
 
 std::vector<CommPhase> CommModel::phases(CommOp op, std::int64_t bytes,
@@ -231,7 +237,7 @@ double CommModel::p2p_time(std::int64_t bytes, bool same_node) const {
   }
   if (bytes == 0) return 0;
   const Link link = same_node ? intra_node() : inter_node();
-  return link.latency + double(bytes) / link.bandwidth;
+  return link.latency + double(bytes) / link.bandwidth_at(double(bytes));
 }
 
 Link fit_ring_link(CommOp op, std::int64_t ranks, const std::vector<CommSample>& samples) {

@@ -4,8 +4,17 @@
 // tuned to them.
 //
 // Conventions: peaks are dense (the datasheets' sparsity figures halved); "GB" and "TB/s" are
-// decimal as the datasheets state them (80 GB = 80e9 bytes); NVLink's "bidirectional" total per
-// GPU is halved to one direction; a NIC's Gb/s line rate is divided by 8 to bytes/s.
+// decimal as the datasheets state them (80 GB = 80e9 bytes).
+//
+// Fabric bandwidths are what NCCL reaches, not line rates (issue 18): the large-message bus
+// bandwidth of nccl-tests (busbw), which sits below the line rate by NCCL's protocol overhead,
+// from NVIDIA's NCCL talks (GTC24 S62129 / GTC25 S72583, "expected all_reduce busbw") and NCCL
+// engineers' statements: NVLink3 (A100) 232 GB/s of a 300 GB/s line rate, NVLink4 (H100) 370 GB/s
+// of 450 for ring collectives (NVLink SHARP all-reduces reach 480, which metron's ring and tree
+// do not model); across nodes, DGX A100 (8x 200 Gb/s) 192 GB/s and DGX H100 (8x 400 Gb/s)
+// 380 GB/s per node, i.e. 24 and 47.5 GB/s per GPU's NIC (line rates 25 and 50). And NCCL reaches
+// its plateau only on large messages: intra_node.size_efficiency is the measured busbw by size
+// over the plateau, from nccl-tests sweeps on one 8-GPU node (below).
 //
 // Latencies are not on datasheets. They are typical small-message figures of the kind
 // microbenchmarks report (NVIDIA nccl-tests, CUDA's p2pBandwidthLatencyTest, perftest's
@@ -34,6 +43,7 @@
 #include "metron/models/hardware_presets.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -88,6 +98,39 @@ AttentionKernelTable h100_cudnn_fused_attention() {
       .backward = {305 * kTera, 408 * kTera, 465 * kTera, 499 * kTera, 518 * kTera, 516 * kTera}};
 }
 
+// all_reduce_perf -b 32k -e 16G -f 2 -g 8 on one 8x A100 80GB node (stas00/ml-engineering,
+// network/README.md "Real network throughput"), busbw over its 16 GiB plateau of 234.89 GB/s,
+// from 8 MiB up: smaller sizes sit on a flat ~100 us floor that the author attributes to an older
+// NCCL, so they are left to the latency term (sizes below 8 MiB take the 8 MiB fraction).
+SizeEfficiency a100_node_all_reduce_sweep() {
+  constexpr double kPlateau = 234.89;
+  const std::vector<double> busbw = {109.93, 106.16, 138.49, 171.54, 176.92, 194.07,
+                                     222.72, 229.04, 231.41, 233.88, 234.61, 234.89};
+  SizeEfficiency curve;
+  for (std::size_t i = 0; i < busbw.size(); ++i) {
+    curve.bytes.push_back(std::ldexp(1.0, 23 + static_cast<int>(i)));  // 8 MiB .. 16 GiB
+    curve.fraction.push_back(busbw[i] / kPlateau);
+  }
+  return curve;
+}
+
+// The same sweep on one 8x H200 node (NVLink4; torch all_reduce_bench with NCCL 2.27.7,
+// stas00/ml-engineering network/README.md), busbw over its 16 GiB value of 482.26 GB/s, from
+// 1 MiB up (below, a ~40 us PyTorch call floor); used for the H100 too, which has the same
+// NVLink4 and NVSwitch. The sweep ran NVLS all-reduces; the ring collectives' curve has not
+// been published, so its shape stands for theirs.
+SizeEfficiency nvlink4_node_all_reduce_sweep() {
+  constexpr double kPlateau = 482.26;
+  const std::vector<double> busbw = {39.93,  64.53,  107.16, 155.53, 219.89, 275.84, 346.51, 401.93,
+                                     436.15, 450.29, 463.58, 469.17, 473.1,  477.45, 482.26};
+  SizeEfficiency curve;
+  for (std::size_t i = 0; i < busbw.size(); ++i) {
+    curve.bytes.push_back(std::ldexp(1.0, 20 + static_cast<int>(i)));  // 1 MiB .. 16 GiB
+    curve.fraction.push_back(busbw[i] / kPlateau);
+  }
+  return curve;
+}
+
 // NVIDIA DGX A100 System Architecture whitepaper and the NVIDIA A100 Tensor Core GPU datasheet
 // (A100 80GB SXM column).
 HardwareSpec dgx_a100() {
@@ -103,32 +146,41 @@ HardwareSpec dgx_a100() {
                   .memory_efficiency = kHbmStreamEfficiency,
                   .fused_attention = a100_flash_attention_2()},
           .gpus_per_node = 8,  // DGX A100: 8 GPUs
-          // Third-generation NVLink: 600 GB/s total (bidirectional) per GPU.
-          .intra_node = {.bandwidth = 300e9, .latency = kNvlinkLatency},
-          // DGX A100: 8x single-port ConnectX-6 HDR InfiniBand 200 Gb/s, one per GPU.
-          .inter_node = {.bandwidth = 25e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
+          // Third-generation NVLink: 600 GB/s total (bidirectional) per GPU, 300 one way; NCCL's
+          // ring reaches 232 (see the top of this file).
+          .intra_node = {.bandwidth = 232e9,
+                         .latency = kNvlinkLatency,
+                         .size_efficiency = a100_node_all_reduce_sweep()},
+          // DGX A100: 8x single-port ConnectX-6 HDR InfiniBand 200 Gb/s, one per GPU (25 GB/s);
+          // 192 GB/s multi-node busbw per node (NCCL engineer, NVIDIA/nccl#812).
+          .inter_node = {.bandwidth = 24e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
 }
 
 // NVIDIA DGX H100 User Guide / DGX SuperPOD reference architecture and the NVIDIA H100 Tensor Core
 // GPU datasheet (H100 SXM column).
 HardwareSpec dgx_h100() {
-  return {.name = "dgx-h100",
-          .gpu = {.name = "H100-SXM5-80GB",
-                  .peak_flops = {{Precision::kBf16, 989.4e12},   // BF16 Tensor Core, dense
-                                 {Precision::kFp16, 989.4e12},   // FP16 Tensor Core, dense
-                                 {Precision::kFp32, 66.9e12},    // FP32 (non-tensor)
-                                 {Precision::kFp8, 1978.9e12}},  // FP8 Tensor Core, dense
-                  .hbm_bandwidth = 3.35e12,                      // HBM3, 3.35 TB/s
-                  .hbm_capacity = 80'000'000'000,                // "80GB"
-                  .sm_count = 132,  // NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)
-                  .gemm_efficiency = kH100GemmEfficiency,
-                  .memory_efficiency = kHbmStreamEfficiency,
-                  .fused_attention = h100_cudnn_fused_attention()},
-          .gpus_per_node = 8,  // DGX H100: 8 GPUs
-          // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU.
-          .intra_node = {.bandwidth = 450e9, .latency = kNvlinkLatency},
-          // DGX H100: 8x ConnectX-7 400 Gb/s (InfiniBand NDR), one per GPU.
-          .inter_node = {.bandwidth = 50e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
+  return {
+      .name = "dgx-h100",
+      .gpu = {.name = "H100-SXM5-80GB",
+              .peak_flops = {{Precision::kBf16, 989.4e12},   // BF16 Tensor Core, dense
+                             {Precision::kFp16, 989.4e12},   // FP16 Tensor Core, dense
+                             {Precision::kFp32, 66.9e12},    // FP32 (non-tensor)
+                             {Precision::kFp8, 1978.9e12}},  // FP8 Tensor Core, dense
+              .hbm_bandwidth = 3.35e12,                      // HBM3, 3.35 TB/s
+              .hbm_capacity = 80'000'000'000,                // "80GB"
+              .sm_count = 132,  // NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)
+              .gemm_efficiency = kH100GemmEfficiency,
+              .memory_efficiency = kHbmStreamEfficiency,
+              .fused_attention = h100_cudnn_fused_attention()},
+      .gpus_per_node = 8,  // DGX H100: 8 GPUs
+      // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU, 450 one way; NCCL's
+      // ring reaches 370 (see the top of this file).
+      .intra_node = {.bandwidth = 370e9,
+                     .latency = kNvlinkLatency,
+                     .size_efficiency = nvlink4_node_all_reduce_sweep()},
+      // DGX H100: 8x ConnectX-7 400 Gb/s (InfiniBand NDR), one per GPU (50 GB/s); 380 GB/s
+      // multi-node busbw per node (GTC24 S62129), 46-48 GB/s per NIC (NVIDIA/nccl-tests#290).
+      .inter_node = {.bandwidth = 47.5e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
 }
 
 // NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the H100 SXM's compute (the same

@@ -70,6 +70,27 @@ void check_attention_table(std::vector<std::string>& problems, const AttentionKe
   }
 }
 
+void check_size_efficiency(std::vector<std::string>& problems, const std::string& key,
+                           const std::optional<SizeEfficiency>& curve) {
+  if (!curve) return;
+  const std::size_t n = curve->bytes.size();
+  if (n == 0 || curve->fraction.size() != n) {
+    problems.push_back(key + ": expected bytes and fraction of one equal, non-zero length, got " +
+                       std::to_string(n) + " and " + std::to_string(curve->fraction.size()));
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string at = "[" + std::to_string(i) + "]";
+    check_positive(problems, key + ".bytes" + at, curve->bytes[i]);
+    check_fraction(problems, key + ".fraction" + at, curve->fraction[i]);
+    if (i > 0 && !(curve->bytes[i] > curve->bytes[i - 1])) {
+      problems.push_back(key + ".bytes: expected ascending sizes, got " +
+                         number_text(curve->bytes[i - 1]) + " then " +
+                         number_text(curve->bytes[i]));
+    }
+  }
+}
+
 constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
                                      Precision::kFp8};
 
@@ -93,8 +114,10 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   check_positive(problems, "gpus_per_node", spec.gpus_per_node);
   check_positive(problems, "intra_node.bandwidth", spec.intra_node.bandwidth);
   check_non_negative(problems, "intra_node.latency", spec.intra_node.latency);
+  check_size_efficiency(problems, "intra_node.size_efficiency", spec.intra_node.size_efficiency);
   check_positive(problems, "inter_node.bandwidth", spec.inter_node.bandwidth);
   check_non_negative(problems, "inter_node.latency", spec.inter_node.latency);
+  check_size_efficiency(problems, "inter_node.size_efficiency", spec.inter_node.size_efficiency);
   if (spec.inter_node.topology.empty()) {
     problems.push_back("inter_node.topology: expected a non-empty name, got \"\"");
   }
@@ -165,11 +188,32 @@ GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostic
   return gpu;
 }
 
+SizeEfficiency read_size_efficiency(const Json& v, const std::string& path,
+                                    Diagnostics* diagnostics) {
+  ObjectReader in(v, path, diagnostics);
+  SizeEfficiency curve;
+  curve.bytes = read_positive_numbers(in.required("bytes"), in.path_of("bytes"));
+  const std::string fraction_path = in.path_of("fraction");
+  const Json& fractions = in.required("fraction");
+  if (!fractions.is_array())
+    fail(fraction_path, "expected a list of numbers in (0, 1], got " + brief(fractions));
+  for (std::size_t i = 0; i < fractions.size(); ++i) {
+    curve.fraction.push_back(
+        read_fraction(fractions[i], fraction_path + "[" + std::to_string(i) + "]"));
+  }
+  in.finish();
+  return curve;
+}
+
 IntraNodeFabric read_intra_node(const Json& v, const std::string& path, Diagnostics* diagnostics) {
   ObjectReader in(v, path, diagnostics);
   IntraNodeFabric fabric;
   fabric.bandwidth = read_positive_number(in.required("bandwidth"), in.path_of("bandwidth"));
   fabric.latency = read_non_negative_number(in.required("latency"), in.path_of("latency"));
+  if (const Json* curve = in.find("size_efficiency")) {
+    fabric.size_efficiency =
+        read_size_efficiency(*curve, in.path_of("size_efficiency"), diagnostics);
+  }
   in.finish();
   return fabric;
 }
@@ -180,6 +224,10 @@ InterNodeNetwork read_inter_node(const Json& v, const std::string& path, Diagnos
   network.bandwidth = read_positive_number(in.required("bandwidth"), in.path_of("bandwidth"));
   network.latency = read_non_negative_number(in.required("latency"), in.path_of("latency"));
   network.topology = read_string(in.required("topology"), in.path_of("topology"));
+  if (const Json* curve = in.find("size_efficiency")) {
+    network.size_efficiency =
+        read_size_efficiency(*curve, in.path_of("size_efficiency"), diagnostics);
+  }
   in.finish();
   return network;
 }
@@ -224,14 +272,13 @@ HardwareSpec read_measured(const Json& root, Diagnostics* diagnostics) {
 
 }  // namespace
 
-double AttentionKernelTable::at(const std::vector<double>& values, double seq) const {
-  if (seq <= seq_lens.front()) return values.front();
-  if (seq >= seq_lens.back()) return values.back();
-  const auto upper =
-      static_cast<std::size_t>(std::ranges::upper_bound(seq_lens, seq) - seq_lens.begin());
+double interpolate_in_log(const std::vector<double>& xs, const std::vector<double>& ys, double x) {
+  if (x <= xs.front()) return ys.front();
+  if (x >= xs.back()) return ys.back();
+  const auto upper = static_cast<std::size_t>(std::ranges::upper_bound(xs, x) - xs.begin());
   const std::size_t lower = upper - 1;
-  const double x = std::log(seq / seq_lens[lower]) / std::log(seq_lens[upper] / seq_lens[lower]);
-  return values[lower] + x * (values[upper] - values[lower]);
+  const double t = std::log(x / xs[lower]) / std::log(xs[upper] / xs[lower]);
+  return ys[lower] + t * (ys[upper] - ys[lower]);
 }
 
 void validate(const HardwareSpec& spec) {
@@ -258,19 +305,24 @@ std::string to_json(const HardwareSpec& spec) {
                               {"forward", t->forward},
                               {"backward", t->backward}};
   }
-  const Json out = {
-      {"name", spec.name},
-      {"gpu", gpu},
-      {"gpus_per_node", spec.gpus_per_node},
-      {"intra_node",
-       {{"bandwidth", spec.intra_node.bandwidth}, {"latency", spec.intra_node.latency}}},
-      {"inter_node",
-       {{"bandwidth", spec.inter_node.bandwidth},
-        {"latency", spec.inter_node.latency},
-        {"topology", spec.inter_node.topology}}},
-      {"hardware_queues", spec.hardware_queues},
-      {"compute_slowdown_during_comm", spec.compute_slowdown_during_comm},
-      {"comm_slowdown_during_compute", spec.comm_slowdown_during_compute}};
+  Json intra = {{"bandwidth", spec.intra_node.bandwidth}, {"latency", spec.intra_node.latency}};
+  if (const auto& c = spec.intra_node.size_efficiency) {
+    intra["size_efficiency"] = {{"bytes", c->bytes}, {"fraction", c->fraction}};
+  }
+  Json inter = {{"bandwidth", spec.inter_node.bandwidth},
+                {"latency", spec.inter_node.latency},
+                {"topology", spec.inter_node.topology}};
+  if (const auto& c = spec.inter_node.size_efficiency) {
+    inter["size_efficiency"] = {{"bytes", c->bytes}, {"fraction", c->fraction}};
+  }
+  const Json out = {{"name", spec.name},
+                    {"gpu", gpu},
+                    {"gpus_per_node", spec.gpus_per_node},
+                    {"intra_node", intra},
+                    {"inter_node", inter},
+                    {"hardware_queues", spec.hardware_queues},
+                    {"compute_slowdown_during_comm", spec.compute_slowdown_during_comm},
+                    {"comm_slowdown_during_compute", spec.comm_slowdown_during_compute}};
   return detail::dump_line(out, "hardware \"" + spec.name + "\"");
 }
 

@@ -66,7 +66,11 @@ Engine::Engine(const ir::Graph& graph, std::span<const Time> durations, const Si
   const std::size_t instances = graph.flat_index().instances.size();
   wire_bytes_.reserve(instances);
   for (std::size_t i = 0; i < instances; ++i) {
-    wire_bytes_.push_back(sim::wire_bytes(graph, static_cast<std::int32_t>(i)));
+    const ir::GroupId group = graph.flat_index().instances[i].group;
+    const std::int64_t ranks = group.valid() && group.index() < options.group_sizes.size()
+                                   ? options.group_sizes[group.index()]
+                                   : 0;
+    wire_bytes_.push_back(sim::wire_bytes(graph, static_cast<std::int32_t>(i), ranks));
   }
   trackers_.reserve(static_cast<std::size_t>(graph.num_ranks()));
   trackers_.resize(static_cast<std::size_t>(graph.num_ranks()));

@@ -208,14 +208,14 @@ TEST_F(Cli, PresetsListsEveryModelWithItsSize) {
 TEST_F(Cli, PresetsListsHardware) {
   Outcome r = metron("presets hardware");
   EXPECT_EQ(r.code, 0) << r.err;
-  // DGX H100: 8 GPUs, 989.4 TFLOP/s bf16 dense, 80 GB at 3.35 TB/s, NVLink4 450 GB/s and
-  // ConnectX-7 50 GB/s per direction (NVIDIA H100 datasheet, DGX H100 user guide).
+  // DGX H100: 8 GPUs, 989.4 TFLOP/s bf16 dense, 80 GB at 3.35 TB/s (NVIDIA H100 datasheet);
+  // NVLink4 at NCCL's 370 GB/s and a ConnectX-7 NIC's 47.5 GB/s share of 380 GB/s per node.
   EXPECT_THAT(r.out,
               AllOf(StartsWith("name         gpus/node  bf16 TFLOP/s  HBM GB  HBM TB/s  intra GB/s"
                                "  inter GB/s\n"),
                     HasSubstr("dgx-a100"),
-                    HasSubstr("dgx-h100             8         989.4      80      3.35         450"
-                              "          50\n"),
+                    HasSubstr("dgx-h100             8         989.4      80      3.35         370"
+                              "        47.5\n"),
                     HasSubstr("h200-node"), HasSubstr("cpu-local")));
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 5);  // header + 4 presets
   Outcome json = metron("presets hardware --json");

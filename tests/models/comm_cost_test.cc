@@ -20,16 +20,19 @@ constexpr Link kLink{.latency = 1e-6, .bandwidth = 1e11};
 constexpr std::int64_t kGiB = std::int64_t{1} << 30;
 constexpr std::int64_t kMiB = std::int64_t{1} << 20;
 
-// dgx-h100's fabrics (hardware_presets.cc): NVLink α = 1 µs, β = 450 GB/s; one 400 Gb/s NIC per
-// GPU, α = 5 µs, β = 50 GB/s.
+// dgx-h100's fabrics (hardware_presets.cc): NVLink α = 1 µs, β = 370 GB/s (NCCL's ring busbw);
+// one 400 Gb/s NIC per GPU, α = 5 µs, β = 47.5 GB/s. These tests price the plateau: the preset's
+// size curve is taken off (SizeEfficiency, below, has its own tests).
 constexpr double kIntraAlpha = 1e-6;
-constexpr double kIntraBeta = 450e9;
+constexpr double kIntraBeta = 370e9;
 constexpr double kInterAlpha = 5e-6;
-constexpr double kInterBeta = 50e9;
+constexpr double kInterBeta = 47.5e9;
 
 CommModel h100(const CostProfile* profile = nullptr,
                CommAlgorithm algorithm = CommAlgorithm::kAuto) {
-  return CommModel(hardware_preset("dgx-h100"), profile, algorithm);
+  HardwareSpec hw = hardware_preset("dgx-h100");
+  hw.intra_node.size_efficiency.reset();
+  return CommModel(hw, profile, algorithm);
 }
 
 TEST(CommAlgorithm, NamesRoundTrip) {
@@ -126,7 +129,7 @@ constexpr double kShard = kS / 8;
 
 TEST(HierarchicalCollective, AllReduceIsReduceScatterAllReduceAllGather) {
   // Across: all-reduce of S/8 = 1.34e8 bytes on 8 nodes. Tree wins only below
-  // 32·α·β = 32 · 5e-6 · 50e9 = 8e6 bytes, so auto takes the ring: 2·7·α + 2·7/8 · (S/8)/β.
+  // 32·α·β = 32 · 5e-6 · 47.5e9 = 7.6e6 bytes, so auto takes the ring: 2·7·α + 2·7/8 · (S/8)/β.
   const double inside = ring_one_pass(8, kS, kIntraAlpha, kIntraBeta);
   const double across = 2 * 7 * kInterAlpha + 2.0 * 7 / 8 * kShard / kInterBeta;
   EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllReduce, kGiB, kDp64),
@@ -176,7 +179,7 @@ TEST(HierarchicalCollective, AllToAllSplitsTheTrafficByWhereThePeerSits) {
 
 TEST(HierarchicalCollective, OneRankPerNodeLeavesOnlyTheAcrossPhase) {
   // DP of 8 with tp = 8: one rank on each of 8 nodes, so the whole ring runs over the NICs:
-  // 2·7·α + 2·7/8 · S/β (ring: 1 GiB is far above the 8e6-byte crossover)
+  // 2·7·α + 2·7/8 · S/β (ring: 1 GiB is far above the 7.6e6-byte crossover)
   const GroupPlacement group{.ranks = 8, .nodes = 8};
   EXPECT_DOUBLE_EQ(h100().collective_time(CommOp::kAllReduce, kGiB, group),
                    2 * 7 * kInterAlpha + 2.0 * 7 / 8 * kS / kInterBeta);
@@ -236,6 +239,38 @@ TEST(P2p, IsLatencyPlusBytesOverBandwidthOnEachFabric) {
               ThrowsMessage<InvalidConfig>(HasSubstr("p2p: bytes: expected an integer >= 0")));
 }
 
+// A measured size curve scales β by the collective's own S (Note [collective costs]): with
+// fractions 0.5 at 16 MiB and 1.0 at 1 GiB, a 128 MiB ring all-reduce on 8 GPUs (halfway in
+// log size: 0.75) takes 2·7·α + 2·7/8·S/(0.75·β); below the table the first fraction holds.
+TEST(SizeEfficiency, ScalesTheBandwidthByTheCollectivesSize) {
+  HardwareSpec hw = hardware_preset("dgx-h100");
+  hw.intra_node.size_efficiency =
+      SizeEfficiency{.bytes = {16.0 * kMiB, double(kGiB)}, .fraction = {0.5, 1.0}};
+  const CommModel model(hw);
+  const GroupPlacement node8{.ranks = 8, .nodes = 1};
+  const double s = 128.0 * kMiB;
+  EXPECT_DOUBLE_EQ(model.collective_time(CommOp::kAllReduce, 128 * kMiB, node8),
+                   2 * 7 * kIntraAlpha + 2.0 * 7 / 8 * s / (0.75 * kIntraBeta));
+  EXPECT_DOUBLE_EQ(model.p2p_time(kMiB, true), kIntraAlpha + double(kMiB) / (0.5 * kIntraBeta));
+  EXPECT_DOUBLE_EQ(model.collective_time(CommOp::kAllGather, 4 * kGiB, node8),
+                   7 * kIntraAlpha + 7.0 / 8 * 4 * kS / kIntraBeta);
+  // The across phase has no curve: the network keeps its plateau.
+  EXPECT_EQ(model.inter_node().size_efficiency, nullptr);
+}
+
+// The presets' curves are the published nccl-tests sweeps over their plateaus: A100 at 16 MiB
+// 106.16 / 234.89 GB/s; H100 (the H200 sweep) at 64 MiB 346.51 / 482.26.
+TEST(SizeEfficiency, PresetsCarryTheMeasuredSweeps) {
+  const CommModel a100_model(hardware_preset("dgx-a100"));  // its Links point into it
+  const Link a100 = a100_model.intra_node();
+  EXPECT_NEAR(a100.bandwidth_at(16.0 * kMiB), 232e9 * 106.16 / 234.89, 1e3);
+  EXPECT_NEAR(a100.bandwidth_at(1.0 * kMiB), 232e9 * 109.93 / 234.89, 1e3);  // held below 8 MiB
+  EXPECT_DOUBLE_EQ(a100.bandwidth_at(64.0 * kGiB), 232e9);
+  const CommModel h100_model(hardware_preset("dgx-h100"));
+  const Link h100_link = h100_model.intra_node();
+  EXPECT_NEAR(h100_link.bandwidth_at(64.0 * kMiB), 370e9 * 346.51 / 482.26, 1e3);
+}
+
 TEST(CommModel, ProfileOverridesExactlyItsEntries) {
   CostProfile profile;
   const GroupPlacement node8{.ranks = 8, .nodes = 1};
@@ -244,7 +279,7 @@ TEST(CommModel, ProfileOverridesExactlyItsEntries) {
   const CommModel model = h100(&profile);
 
   EXPECT_EQ(model.collective_time(CommOp::kAllReduce, kMiB, node8), 0.5e-3);
-  // 2 MiB on NVLink: below the crossover 32·α·β = 32 · 1e-6 · 450e9 = 1.44e7 bytes, so a tree:
+  // 2 MiB on NVLink: below the crossover 32·α·β = 32 · 1e-6 · 370e9 = 1.18e7 bytes, so a tree:
   // 2·3·α + 2·S/β
   EXPECT_DOUBLE_EQ(model.collective_time(CommOp::kAllReduce, 2 * kMiB, node8),
                    6 * kIntraAlpha + 2 * 2.0 * double(kMiB) / kIntraBeta);

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -119,6 +120,16 @@ TEST(Evaluate, FullModeGivesTensorParallelPeersTheirRanksAndAgreesWithSymmetric)
     EXPECT_EQ(a.compute_busy, b.compute_busy) << r;
     EXPECT_EQ(a.comm_exposed, b.comm_exposed) << r;
     EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes) << r;
+    // The symmetric graph's one member stands for the whole group: the same wire bytes as a
+    // member of the full graph's real group (by group, whatever its id in either graph).
+    std::vector<std::int64_t> sym_sent;
+    std::vector<std::int64_t> full_sent;
+    for (const auto& [group, bytes] : a.bytes_sent) sym_sent.push_back(bytes);
+    for (const auto& [group, bytes] : b.bytes_sent) full_sent.push_back(bytes);
+    std::ranges::sort(sym_sent);
+    std::ranges::sort(full_sent);
+    EXPECT_EQ(sym_sent, full_sent) << r;
+    EXPECT_GT(sym_sent.back(), 0);
   }
   for (const ir::Group& group : full.step.graph.data().groups) {
     const std::size_t expected = group.name.starts_with("tp")   ? 2

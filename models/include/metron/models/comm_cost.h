@@ -6,7 +6,9 @@
 //   reduce-scatter S in, S/n out; all-gather S/n in, S out; broadcast and reduce S; all-to-all S
 //   sent (and received) per rank, S/n to each peer; p2p S.
 //
-//   One level, n ranks, link (α latency, β bandwidth per GPU one way):
+//   One level, n ranks, link (α latency, β bandwidth per GPU one way, at the collective's size S
+//   when the fabric has a measured size_efficiency: NCCL reaches its plateau only on large
+//   messages; a hierarchical phase looks up its own S):
 //     ring  all-reduce      2(n−1)·α + 2(n−1)/n · S/β
 //           reduce-scatter   (n−1)·α +  (n−1)/n · S/β     (all-gather alike)
 //           broadcast/reduce (n−1)·α +            S/β     (pipelined chain)
@@ -17,7 +19,7 @@
 //           algorithm asked for.
 //     auto  all-reduce takes the faster of ring and tree, as NCCL's tuner picks the predicted
 //           fastest.
-//     p2p   α + S/β; 0 for S = 0 on any level; any op on one rank costs 0.
+//     p2p   α + S/β(S); 0 for S = 0 on any level; any op on one rank costs 0.
 //
 //   Hierarchical, a group of n = r·N ranks on N > 1 nodes with r per node (group_placement.h):
 //     all-reduce      reduce-scatter inside nodes (r, S) + all-reduce across (N, S/r)
@@ -54,7 +56,15 @@ std::optional<CommAlgorithm> parse_comm_algorithm(std::string_view name) noexcep
 /// One level of the fabric.
 struct Link {
   double latency = 0;    ///< α, seconds
-  double bandwidth = 0;  ///< β, bytes/s per GPU one way
+  double bandwidth = 0;  ///< β, bytes/s per GPU one way (the large-message plateau)
+  /// The fraction of β a collective of S bytes reaches (Note [hardware JSON]); not owned, null:
+  /// β at every size.
+  const SizeEfficiency* size_efficiency = nullptr;
+
+  /// β for a collective of `bytes` (nccl-tests' S): the plateau times the size's fraction.
+  [[nodiscard]] double bandwidth_at(double bytes) const {
+    return size_efficiency == nullptr ? bandwidth : bandwidth * size_efficiency->at(bytes);
+  }
 };
 
 /// A collective over `ranks` ranks on one link (Note [collective costs]); seconds.
@@ -105,6 +115,8 @@ class CommModel {
   /// Seconds for one send/recv pair: the profile's entry, else α + S/β of the fabric between.
   [[nodiscard]] double p2p_time(std::int64_t bytes, bool same_node) const;
 
+  /// The fabrics as Links; their size_efficiency points into this model, so a Link is valid
+  /// while the model lives.
   [[nodiscard]] Link intra_node() const;
   [[nodiscard]] Link inter_node() const;
   [[nodiscard]] const HardwareSpec& hardware() const { return hardware_; }

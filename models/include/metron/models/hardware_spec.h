@@ -10,7 +10,8 @@
 //            "fused_attention": {"kernel": "cuDNN fused attention", "seq_lens": [512, 4096],
 //                                "forward": [3.15e14, 5.18e14], "backward": [3.05e14, 4.99e14]}},
 //    "gpus_per_node": 8,
-//    "intra_node": {"bandwidth": 4.5e11, "latency": 1e-06},
+//    "intra_node": {"bandwidth": 3.7e11, "latency": 1e-06,
+//                   "size_efficiency": {"bytes": [8388608, 1073741824], "fraction": [0.32, 0.96]}},
 //    "inter_node": {"bandwidth": 5e10, "latency": 5e-06, "topology": "fat-tree"},
 //    "hardware_queues": 8, "compute_slowdown_during_comm": 0.0,
 //    "comm_slowdown_during_compute": 0.0}
@@ -36,8 +37,16 @@
 //                         throughput is interpolated in log(seq), outside it is the nearest.
 //                         Absent: the fused kernel is costed as its two products at the GEMM
 //                         efficiency (compute_cost.h).
-//   intra_node.bandwidth  bytes/s per GPU, one direction (NVLink: half the "bidirectional" figure).
-//   inter_node.bandwidth  bytes/s per GPU, one direction (its NIC's line rate / 8).
+//   intra_node.bandwidth  bytes/s per GPU, one direction: the bus bandwidth NCCL's ring reaches
+//                         on large messages (nccl-tests busbw), which is below the NVLink line
+//                         rate (half the "bidirectional" figure) by NCCL's protocol overhead.
+//   inter_node.bandwidth  bytes/s per GPU, one direction: its NIC's share of the multi-node
+//                         bus bandwidth (at most its line rate / 8).
+//   *.size_efficiency     optional: the fraction of `bandwidth` a collective of `bytes`
+//   (nccl-tests'
+//                         size S) reaches, measured (nccl-tests sweeps): NCCL needs large messages
+//                         to fill its channels. bytes ascend; fractions in (0, 1]; interpolated in
+//                         log(bytes), the nearest end outside. Absent: 1 at every size.
 //   *.latency             seconds for a small message, >= 0.
 //   inter_node.topology   free text naming the network ("fat-tree", "rail-optimized", ...).
 //   hardware_queues       concurrent streams a GPU runs (CUDA's default connection count, 8).
@@ -65,6 +74,20 @@
 
 namespace metron::models {
 
+/// `ys` at `x` for a table measured at ascending `xs`: linear in log(x) between the two nearest
+/// points, the nearest end's value outside (kernel and collective sweeps double their sizes).
+double interpolate_in_log(const std::vector<double>& xs, const std::vector<double>& ys, double x);
+
+/// The fraction of a fabric's bandwidth a collective reaches by its size (Note [hardware JSON]).
+struct SizeEfficiency {
+  std::vector<double> bytes;     ///< ascending
+  std::vector<double> fraction;  ///< in (0, 1]
+
+  [[nodiscard]] double at(double size) const { return interpolate_in_log(bytes, fraction, size); }
+
+  friend bool operator==(const SizeEfficiency&, const SizeEfficiency&) = default;
+};
+
 /// A fused attention kernel's measured throughput by sequence length (gpu.fused_attention in
 /// Note [hardware JSON]).
 struct AttentionKernelTable {
@@ -75,7 +98,9 @@ struct AttentionKernelTable {
 
   /// Throughput at `seq` from `values` (forward or backward): interpolated in log(seq) between
   /// the two nearest lengths, the nearest end's value outside the table.
-  [[nodiscard]] double at(const std::vector<double>& values, double seq) const;
+  [[nodiscard]] double at(const std::vector<double>& values, double seq) const {
+    return interpolate_in_log(seq_lens, values, seq);
+  }
 
   friend bool operator==(const AttentionKernelTable&, const AttentionKernelTable&) = default;
 };
@@ -103,17 +128,19 @@ struct GpuSpec {
 
 /// The GPU-to-GPU links inside a node (NVLink / NVSwitch).
 struct IntraNodeFabric {
-  double bandwidth = 0;  // bytes/s per GPU, one direction
-  double latency = 0;    // seconds
+  double bandwidth = 0;                           // bytes/s per GPU, one direction
+  double latency = 0;                             // seconds
+  std::optional<SizeEfficiency> size_efficiency;  // absent: the bandwidth at every size
 
   friend bool operator==(const IntraNodeFabric&, const IntraNodeFabric&) = default;
 };
 
 /// The network between nodes (InfiniBand / RoCE).
 struct InterNodeNetwork {
-  double bandwidth = 0;  // bytes/s per GPU (its NIC), one direction
-  double latency = 0;    // seconds
-  std::string topology;  // e.g. "fat-tree"
+  double bandwidth = 0;                           // bytes/s per GPU (its NIC), one direction
+  double latency = 0;                             // seconds
+  std::string topology;                           // e.g. "fat-tree"
+  std::optional<SizeEfficiency> size_efficiency;  // absent: the bandwidth at every size
 
   friend bool operator==(const InterNodeNetwork&, const InterNodeNetwork&) = default;
 };
@@ -137,7 +164,8 @@ struct HardwareSpec {
 /// Throws InvalidConfig listing every problem: non-positive (or non-finite) peaks, bandwidths,
 /// capacity, gpus_per_node and hardware_queues; no peak at all; a negative sm_count;
 /// gemm_efficiency or memory_efficiency outside (0, 1]; a fused_attention table that is empty,
-/// of unequal lengths, not ascending or not positive; negative (or non-finite) latencies and
+/// of unequal lengths, not ascending or not positive; a size_efficiency likewise, or with a
+/// fraction above 1; negative (or non-finite) latencies and
 /// slow-downs; an empty topology.
 void validate(const HardwareSpec& spec);
 

@@ -76,10 +76,13 @@ struct Step {
   /// What sim::SimOptions::comm_slowdown_during_compute takes for this step (step 5).
   double comm_slowdown_during_compute = 0;
 
-  /// The simulator's options for this step.
+  /// The simulator's options for this step: the slow-downs, and each group's size as charged
+  /// (group_placements), so that a symmetric graph's bytes_sent counts the whole group's ring.
   [[nodiscard]] sim::SimOptions sim_options() const {
-    return {.compute_slowdown_during_comm = compute_slowdown_during_comm,
-            .comm_slowdown_during_compute = comm_slowdown_during_compute};
+    sim::SimOptions options{.compute_slowdown_during_comm = compute_slowdown_during_comm,
+                            .comm_slowdown_during_compute = comm_slowdown_during_compute};
+    for (const models::GroupPlacement& g : group_placements) options.group_sizes.push_back(g.ranks);
+    return options;
   }
 };
 

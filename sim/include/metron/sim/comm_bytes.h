@@ -16,7 +16,9 @@ models::CommOp comm_op(ir::CollectiveOp op) noexcept;
 /// Bytes one member of `instance` sends over its link: a collective's buffer times nccl-tests'
 /// bus factor for its group size (models::wire_bytes: 2(n−1)/n for all-reduce, (n−1)/n for
 /// reduce-scatter, all-gather and all-to-all, 1 for broadcast and reduce, 0 on one rank); a
-/// send's bytes for a transfer.
-std::int64_t wire_bytes(const ir::Graph& graph, std::int32_t instance);
+/// send's bytes for a transfer. `group_ranks` > 0 replaces the group's member count in the graph
+/// (a symmetric graph holds one member for a whole group: SimOptions::group_sizes).
+std::int64_t wire_bytes(const ir::Graph& graph, std::int32_t instance,
+                        std::int64_t group_ranks = 0);
 
 }  // namespace metron::sim

@@ -42,6 +42,10 @@ Time from_milliseconds(double milliseconds);
 struct SimOptions {
   double compute_slowdown_during_comm = 0.0;  ///< HardwareSpec's; >= 0
   double comm_slowdown_during_compute = 0.0;  ///< HardwareSpec's; >= 0
+  /// By GroupId: the ranks each group stands for, when the graph holds one replica for many
+  /// (scenario's symmetric mode); what RankMetrics::bytes_sent counts a member's traffic with.
+  /// Empty, or 0 for a group: its members in the graph.
+  std::vector<std::int64_t> group_sizes;
 };
 
 /// Why a rank's compute stream sat idle (bubble slices in traces carry these names).

@@ -35,6 +35,11 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
                  "unfused (Megatron's own kernels: scores in memory) or fused (a flash-style\n"
                  "kernel, as Transformer Engine runs by default)")
       ->check(CLI::IsMember({"unfused", "fused"}));
+  cmd.add_flag("--tp-comm-overlap", o.tp_comm_overlap,
+               "Megatron's --tp-comm-overlap: pipeline the tensor-parallel all-gathers and\n"
+               "reduce-scatters with their GEMMs (needs --sp)");
+  cmd.add_flag("--no-tp-comm-overlap", o.no_tp_comm_overlap,
+               "tensor-parallel collectives between the GEMMs");
   cmd.add_option("--schedule", o.schedule, "pipeline schedule (see 'metron schedule --help')");
   cmd.add_option("--group-size", o.group_size, "interleaved 1F1B's microbatch group size N")
       ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
@@ -69,6 +74,12 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   if (o.seq) p.seq_len = *o.seq;
   if (o.recompute) p.recompute = *models::parse_recompute(*o.recompute);
   if (o.attention) p.attention = *models::parse_attention_kernel(*o.attention);
+  if (o.tp_comm_overlap && o.no_tp_comm_overlap) {
+    throw InvalidConfig(
+        "--tp-comm-overlap and --no-tp-comm-overlap: expected one of them, got both");
+  }
+  if (o.tp_comm_overlap) p.tp_comm_overlap = true;
+  if (o.no_tp_comm_overlap) p.tp_comm_overlap = false;
   // Each sets the batch and drops the other (the other follows from microbatch size and dp), so
   // giving both would silently let one win.
   if (o.global_batch && o.microbatches) {

@@ -25,6 +25,8 @@ struct ScenarioFlags {
   std::optional<std::int64_t> microbatch_size, global_batch, microbatches, seq;
   std::optional<std::string> recompute;
   std::optional<std::string> attention;
+  bool tp_comm_overlap = false;
+  bool no_tp_comm_overlap = false;
   std::optional<std::string> schedule;
   std::optional<std::int32_t> group_size, memory_limit;
   std::optional<std::string> p2p;

@@ -3,6 +3,7 @@
 
 #include "metron/models/intra_layer_comm.h"
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -66,14 +67,31 @@ void add_tensor_parallel(const ModelSpec& model, const ParallelSpec& spec, Layer
     plan.backward_input.push_back(all_reduce);
     return;
   }
-  const LayerComm gather = blocking(CommOp::kAllGather, dim, a);
-  const LayerComm scatter = blocking(CommOp::kReduceScatter, dim, a);
-  plan.forward.insert(plan.forward.end(), {gather, scatter});
+  // One collective as its entries: itself, or under tp_comm_overlap its overlapped ring steps and
+  // its one exposed step.
+  const auto entries = [&](CommOp op) -> std::vector<LayerComm> {
+    const LayerComm whole = blocking(op, dim, a);
+    if (!spec.tp_comm_overlap) return {whole};
+    LayerComm hidden = whole;
+    hidden.bytes = a / spec.tp * (spec.tp - 1);
+    hidden.overlapped = true;
+    LayerComm exposed = whole;
+    exposed.bytes = a - hidden.bytes;
+    return {hidden, exposed};
+  };
+  const std::vector<LayerComm> gather = entries(CommOp::kAllGather);
+  const std::vector<LayerComm> scatter = entries(CommOp::kReduceScatter);
+  const auto append = [](std::vector<LayerComm>& list,
+                         std::initializer_list<const std::vector<LayerComm>*> parts) {
+    for (const std::vector<LayerComm>* part : parts)
+      list.insert(list.end(), part->begin(), part->end());
+  };
+  append(plan.forward, {&gather, &scatter});
   // Backward: the output gradients' all-gather, the inputs' re-gather (for the weight gradients)
   // and the input gradients' reduce-scatter; I keeps the first and last, W the re-gather.
-  plan.backward.insert(plan.backward.end(), {gather, gather, scatter});
-  plan.backward_input.insert(plan.backward_input.end(), {gather, scatter});
-  plan.backward_weight.push_back(gather);
+  append(plan.backward, {&gather, &gather, &scatter});
+  append(plan.backward_input, {&gather, &scatter});
+  append(plan.backward_weight, {&gather});
 }
 
 // The full sequence's keys and values on this tensor-parallel rank, as one ring round moves them.

@@ -143,6 +143,13 @@ void check_model_split(std::vector<std::string>& problems, const ParallelSpec& s
   } else if (spec.sp()) {
     check_divisible_by(problems, "seq_len", seq, {{"tp", spec.tp}}, "with sequence_parallel");
   }
+  // megatron/training/arguments.py: "Tensor parallel communication/GEMM overlap can happen only
+  // when sequence parallelism is enabled".
+  if (spec.tp_comm_overlap && spec.tp > 1 && !spec.sequence_parallel) {
+    problems.push_back(
+        "tp_comm_overlap needs sequence_parallel (Megatron overlaps the "
+        "all-gathers and reduce-scatters of sequence parallelism)");
+  }
   // Context parallelism cuts the sequence into 2·cp chunks, rank i taking chunks i and
   // 2·cp−1−i, so that causal attention's work is balanced (Megatron's get_batch_on_this_cp_rank).
   if (spec.cp > 1) {
@@ -229,6 +236,9 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   if (const Json* v = in.find("attention")) {
     spec.attention = read_enum(kAttentionNames, *v, "attention");
   }
+  if (const Json* v = in.find("tp_comm_overlap")) {
+    spec.tp_comm_overlap = read_bool(*v, "tp_comm_overlap");
+  }
   in.finish();
   return spec;
 }
@@ -299,6 +309,7 @@ std::string to_json(const ParallelSpec& spec) {
   out["seq_len"] = optional_json(spec.seq_len);
   out["recompute"] = to_string(spec.recompute);
   out["attention"] = to_string(spec.attention);
+  out["tp_comm_overlap"] = spec.tp_comm_overlap;
   return detail::dump_line(out, "parallel configuration");
 }
 

@@ -74,6 +74,36 @@ TEST(LayerComm, TensorParallelWithSequenceParallelismByHand) {
   EXPECT_EQ(plan.backward_weight, (Comms{gather}));
 }
 
+// tp_comm_overlap at tp 4: each all-gather and reduce-scatter of A = 512 becomes its 3 ring steps
+// under the GEMM, 384 bytes overlapped, and the one step no GEMM hides, 128 bytes, blocking;
+// in the same places as without the overlap.
+TEST(LayerComm, TensorParallelOverlapHidesAllButOneRingStep) {
+  const LayerCommPlan plan = layer_comm(
+      small_gqa(4),
+      {.tp = 4, .sequence_parallel = true, .microbatch_size = 2, .tp_comm_overlap = true});
+  LayerComm hidden_gather = tensor(CommOp::kAllGather, 384);
+  hidden_gather.overlapped = true;
+  LayerComm hidden_scatter = tensor(CommOp::kReduceScatter, 384);
+  hidden_scatter.overlapped = true;
+  const LayerComm gather_tail = tensor(CommOp::kAllGather, 128);
+  const LayerComm scatter_tail = tensor(CommOp::kReduceScatter, 128);
+  const Comms gather{hidden_gather, gather_tail};
+  const Comms scatter{hidden_scatter, scatter_tail};
+  EXPECT_EQ(plan.forward, (Comms{hidden_gather, gather_tail, hidden_scatter, scatter_tail}));
+  EXPECT_EQ(plan.backward_weight, gather);
+  EXPECT_EQ(plan.backward.size(), 6U);
+  // The bytes of every phase are those without the overlap.
+  const LayerCommPlan plain =
+      layer_comm(small_gqa(4), {.tp = 4, .sequence_parallel = true, .microbatch_size = 2});
+  const auto total = [](const Comms& list) {
+    std::int64_t bytes = 0;
+    for (const LayerComm& c : list) bytes += c.bytes;
+    return bytes;
+  };
+  EXPECT_EQ(total(plan.backward), total(plain.backward));
+  EXPECT_EQ(total(plan.backward_input), total(plain.backward_input));
+}
+
 // small_gqa, b 2, cp 2: the ring moves the whole sequence's keys and values, 2·2·8·(2 KV heads)·4
 // ·2 B = 512, once forward (all-gather) and in the backward again plus dKV (reduce-scatter), all
 // overlapped. At tp 2 each rank holds one KV head: 256; and A = 2·(8/2)·16·2 = 256 per all-reduce.

@@ -41,6 +41,16 @@ void expect_invalid(const ParallelSpec& spec, const ModelSpec& model, const std:
               ThrowsMessage<InvalidConfig>(HasSubstr(message)));
 }
 
+TEST(ValidateParallel, TensorParallelOverlapNeedsSequenceParallelism) {
+  expect_invalid({.tp = 2, .num_microbatches = 1, .tp_comm_overlap = true}, toy(),
+                 "tp_comm_overlap needs sequence_parallel");
+  EXPECT_NO_THROW(validate(
+      ParallelSpec{
+          .tp = 2, .sequence_parallel = true, .num_microbatches = 1, .tp_comm_overlap = true},
+      toy()));
+  EXPECT_NO_THROW(validate(ParallelSpec{.num_microbatches = 1, .tp_comm_overlap = true}, toy()));
+}
+
 TEST(Recompute, NamesRoundTrip) {
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     EXPECT_EQ(parse_recompute(to_string(r)), r);
@@ -280,14 +290,15 @@ ParallelSpec every_field() {
           .num_microbatches = 128,
           .seq_len = 4096,
           .recompute = Recompute::kSelective,
-          .attention = AttentionKernel::kFused};
+          .attention = AttentionKernel::kFused,
+          .tp_comm_overlap = true};
 }
 
 TEST(ParallelJson, WritesEveryKeyInCanonicalOrder) {
   EXPECT_EQ(to_json(every_field()),
             R"({"tp":8,"pp":16,"dp":4,"vp":2,"cp":2,"ep":4,"sequence_parallel":true,)"
             R"("microbatch_size":2,"global_batch":1024,"num_microbatches":128,"seq_len":4096,)"
-            R"("recompute":"selective","attention":"fused"})"
+            R"("recompute":"selective","attention":"fused","tp_comm_overlap":true})"
             "\n");
 }
 
@@ -295,7 +306,7 @@ TEST(ParallelJson, WritesUnsetOptionalsAsNull) {
   EXPECT_EQ(to_json(ParallelSpec{}),
             R"({"tp":1,"pp":1,"dp":1,"vp":1,"cp":1,"ep":1,"sequence_parallel":false,)"
             R"("microbatch_size":1,"global_batch":null,"num_microbatches":null,"seq_len":null,)"
-            R"("recompute":"none","attention":"unfused"})"
+            R"("recompute":"none","attention":"unfused","tp_comm_overlap":false})"
             "\n");
 }
 

@@ -140,6 +140,25 @@ TEST(Evaluate, FullModeGivesTensorParallelPeersTheirRanksAndAgreesWithSymmetric)
   EXPECT_DOUBLE_EQ(sym.mfu, full.mfu);
 }
 
+// tp_comm_overlap moves the same tensor-parallel bytes but runs all but one ring step of each
+// collective beside the layer's compute: the step is faster and less of it is exposed
+// communication, and the graph holds the overlapped collectives beside the compute tasks.
+TEST(Evaluate, TensorParallelOverlapHidesTensorParallelCommunication) {
+  Scenario s = small_model(1);
+  s.parallel.tp = 4;
+  s.parallel.sequence_parallel = true;
+  const Evaluation plain = evaluate(s);
+  s.parallel.tp_comm_overlap = true;
+  const Evaluation overlapped = evaluate(s);
+  EXPECT_LT(overlapped.iteration_time_s, plain.iteration_time_s);
+  EXPECT_LT(overlapped.exposed_comm_fraction, plain.exposed_comm_fraction);
+  std::int64_t plain_sent = 0;
+  std::int64_t overlapped_sent = 0;
+  for (const auto& [group, bytes] : plain.result.ranks[0].bytes_sent) plain_sent += bytes;
+  for (const auto& [group, bytes] : overlapped.result.ranks[0].bytes_sent) overlapped_sent += bytes;
+  EXPECT_EQ(overlapped_sent, plain_sent);
+}
+
 TEST(Evaluate, ThroughputAndMfuFollowMegatronsFormula) {
   const Scenario s = default_scenario();
   const Evaluation e = evaluate(s);

@@ -4,13 +4,13 @@
 //
 //   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
 //    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
-//    "recompute": "none", "attention": "unfused"}
+//    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false}
 //
 // Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
-// recompute to "none", attention to "unfused"; seq_len defaults to the model's (null = unset);
-// global_batch and num_microbatches may be null. The number of microbatches per iteration comes
-// from num_microbatches when given, else from global_batch / (microbatch_size · dp); when both are
-// given they must agree.
+// recompute to "none", attention to "unfused", tp_comm_overlap to false; seq_len defaults to the
+// model's (null = unset); global_batch and num_microbatches may be null. The number of microbatches
+// per iteration comes from num_microbatches when given, else from global_batch / (microbatch_size ·
+// dp); when both are given they must agree.
 //
 // Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
 // then pp; the ep ranks of an expert layer are carved out of the dp·cp ranks. This decides which
@@ -65,6 +65,10 @@ struct ParallelSpec {
   std::optional<std::int64_t> seq_len;           ///< default: the model's
   Recompute recompute = Recompute::kNone;
   AttentionKernel attention = AttentionKernel::kUnfused;
+  /// Megatron's --tp-comm-overlap (Transformer Engine's userbuffers): each tensor-parallel
+  /// all-gather and reduce-scatter is pipelined with the GEMM it feeds or follows
+  /// (Note [layer collectives]). Needs sequence parallelism when tp > 1, as in Megatron.
+  bool tp_comm_overlap = false;
 
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }
@@ -86,7 +90,8 @@ struct ParallelSpec {
 /// divisible by tp; ffn_hidden not divisible by tp; seq_len not divisible by tp (cp·tp when
 /// cp > 1) under sequence parallelism or by 2·cp under context parallelism (Megatron's
 /// load-balanced split); neither global_batch nor num_microbatches; global_batch not divisible by
-/// microbatch_size·dp, or disagreeing with num_microbatches; ep > 1 on a dense model; experts not
+/// microbatch_size·dp, or disagreeing with num_microbatches; tp_comm_overlap with tp > 1 but
+/// without sequence parallelism; ep > 1 on a dense model; experts not
 /// divisible by ep; dp·cp not divisible by ep; gpus != tp·pp·dp·cp; any size over its limit
 /// (Note [input limits] in limits.h).
 /// @code

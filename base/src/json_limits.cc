@@ -65,6 +65,12 @@ void check_json_depth(std::string_view text, const std::string& source, std::siz
                        " nested arrays and objects, found a deeper one here");
 }
 
+std::optional<std::size_t> find_json_nul(std::string_view text) {
+  const std::size_t at = text.find('\0');
+  if (at == std::string_view::npos) return std::nullopt;
+  return at + 1;
+}
+
 std::optional<std::size_t> find_json_number_overflow(std::string_view text) {
   const auto at = scan_outside_strings(text, [&](std::size_t i) {
     const char c = text[i];

@@ -20,6 +20,7 @@
 #include "decode.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#include "metron/base/json_limits.h"
 #include "metron/chakra/chakra_trace.h"
 
 namespace metron::chakra {
@@ -210,7 +211,10 @@ std::map<std::string, std::set<std::int64_t>> read_groups(const std::string& pat
                                                           std::vector<std::string>& out) {
   const std::string file = std::filesystem::path(path).filename().string();
   std::map<std::string, std::set<std::int64_t>> groups;
-  const nlohmann::json doc = nlohmann::json::parse(read_file(path), nullptr, false);
+  const std::string text = read_file(path);
+  // A NUL would end the parse early and pass what precedes it (base/json_limits.h).
+  const nlohmann::json doc =
+      find_json_nul(text) ? nlohmann::json(nullptr) : nlohmann::json::parse(text, nullptr, false);
   if (!doc.is_object()) {
     out.push_back(file + ": expected a JSON object {\"1\": [ranks...], ...}");
     return groups;

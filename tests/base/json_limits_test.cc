@@ -17,6 +17,13 @@ using ::testing::ThrowsMessage;
 
 std::string nested(std::size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
+// nlohmann's lexer ends the input at a NUL: every reader refuses one instead (issue 14's fuzzing).
+TEST(JsonNul, TheFirstNulIsFoundByItsOneBasedOffset) {
+  EXPECT_EQ(find_json_nul("{}"), std::nullopt);
+  EXPECT_EQ(find_json_nul(std::string("{}\0]]", 5)), 3U);
+  EXPECT_EQ(find_json_nul(std::string("\0", 1)), 1U);
+}
+
 TEST(JsonDepth, NestingUpToTheLimitIsAccepted) {
   EXPECT_EQ(find_json_too_deep(nested(kMaxJsonDepth)), std::nullopt);
   EXPECT_EQ(find_json_too_deep(R"({"a": [1, {"b": []}], "c": {}})", 4), std::nullopt);

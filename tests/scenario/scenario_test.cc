@@ -26,6 +26,14 @@ TEST(Scenario, DefaultRoundTripsWithPresetsWrittenByName) {
   EXPECT_NO_THROW(validate(s));
 }
 
+// A NUL byte ends nlohmann's input, so a scenario followed by a NUL and anything at all was read
+// as the part before it; every reader now refuses the byte at its place (base/json_parse.h).
+TEST(Scenario, ANulByteIsMalformedJsonNotTheEndOfTheFile) {
+  const std::string text = std::string(R"({"model": "gpt3-125m"})") + '\0' + "garbage ]]";
+  EXPECT_THAT([&] { (void)scenario_from_json(text, "s.json"); },
+              ThrowsMessage<ParseError>(AllOf(HasSubstr("s.json:1:"), HasSubstr("NUL byte"))));
+}
+
 TEST(Scenario, AMeasuredProfileRoundTripsAndATypoInItIsNamed) {
   const std::string text = R"({
     "model": "gpt3-125m", "parallel": {"pp": 2, "num_microbatches": 4},

@@ -16,6 +16,7 @@
 namespace metron::traces {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -45,6 +46,19 @@ std::string only_violation(const std::string& text, TraceCheckOptions options = 
   const std::vector<std::string> violations = check_chrome_trace(text, options);
   EXPECT_EQ(violations.size(), 1U) << ::testing::PrintToString(violations);
   return violations.empty() ? std::string() : violations.front();
+}
+
+// fuzz/findings/trace_json/nul-then-unbalanced-brackets.json: JSON that is valid up to a NUL byte,
+// then closes more brackets than it opened. nlohmann stops at the NUL and accepted the prefix; the
+// raw-text scan then popped an empty stack (a heap overflow under ASan, an abort in the release
+// build). Now the NUL is the violation, at its place.
+TEST(TraceChecker, ANulByteIsMalformedJsonAtItsPlace) {
+  const std::string finding =
+      read_file(std::string(METRON_SOURCE_DIR) +
+                "/fuzz/findings/trace_json/nul-then-unbalanced-brackets.json");
+  EXPECT_THAT(only_violation(finding),
+              AllOf(HasSubstr("malformed JSON at line 3"), HasSubstr("NUL")));
+  EXPECT_THAT(only_violation(trace({}) + std::string(1, '\0') + "]]"), HasSubstr("NUL byte"));
 }
 
 TEST(TraceChecker, CleanTraceWithEveryKindOfEventPasses) {

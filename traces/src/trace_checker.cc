@@ -108,6 +108,10 @@ std::vector<std::string> check_chrome_trace(std::string_view text,
     return {"JSON nested too deeply at " + line_and_column_text(text, *at) + "; expected at most " +
             std::to_string(kMaxJsonDepth) + " nested arrays and objects"};
   }
+  if (const std::optional<std::size_t> nul = find_json_nul(text)) {
+    return {"malformed JSON at " + line_and_column_text(text, *nul) + ": " +
+            std::string(kJsonNulReason)};
+  }
   Json root;
   try {
     root = Json::parse(text);

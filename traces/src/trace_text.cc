@@ -42,7 +42,9 @@ RawFacts scan_raw_text(std::string_view text) {
     if (c != '"') {
       if (c == '{' || c == '[') {
         stack.push_back({c == '{', c == '{'});
-      } else if (c == '}' || c == ']') {
+      } else if ((c == '}' || c == ']') && !stack.empty()) {
+        // The text is valid JSON when this runs, so the brackets balance; the guard keeps a
+        // caller that forgot that from reading outside the stack.
         stack.pop_back();
       } else if (c == ',' && !stack.empty()) {
         if (stack.back().object) stack.back().expect_key = true;
@@ -53,14 +55,15 @@ RawFacts scan_raw_text(std::string_view text) {
     }
     const std::size_t start = ++i;
     bool escaped_u = false;
-    while (text[i] != '"') {
+    while (i < text.size() && text[i] != '"') {
       if (text[i] == '\\') {
-        escaped_u = escaped_u || text[i + 1] == 'u';
+        escaped_u = escaped_u || (i + 1 < text.size() && text[i + 1] == 'u');
         i += 2;
       } else {
         ++i;
       }
     }
+    if (i >= text.size()) break;  // an unterminated string: not JSON, nothing more to see
     const std::string_view content = text.substr(start, i - start);
     ++i;
     if (!stack.empty() && stack.back().object && stack.back().expect_key) {

@@ -32,6 +32,15 @@ void check_json_depth(std::string_view text, const std::string& source,
 /// double ("1e400"), or nullopt. nlohmann reports such a number without a position; this finds it.
 std::optional<std::size_t> find_json_number_overflow(std::string_view text);
 
+/// The 1-based byte offset of the first NUL byte in `text`, or nullopt. nlohmann's lexer takes a
+/// NUL for the end of the input and ignores whatever follows it, so a reader must refuse one
+/// itself (fuzzing found a trace that parsed as valid JSON up to its NUL).
+std::optional<std::size_t> find_json_nul(std::string_view text);
+
+/// The reason for such a byte, after "malformed JSON".
+inline constexpr std::string_view kJsonNulReason =
+    "a NUL byte; expected text (a JSON parser would stop there and drop the rest)";
+
 /// What such a number was expected to be, to append to the library's reason.
 inline constexpr std::string_view kJsonNumberRange =
     "; expected a number a double can hold (magnitude at most about 1.8e308)";

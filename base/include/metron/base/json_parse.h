@@ -17,10 +17,15 @@ namespace metron {
 /// `text` parsed as a `Json` (nlohmann::json or ordered_json). Throws ParseError
 /// "source:line:col: malformed JSON: <reason>", and "source:line:col: JSON nested too deeply..."
 /// for nesting deeper than kMaxJsonDepth, which is checked before anything recursive runs
-/// (Note [JSON nesting limit] in base/src/json_limits.cc).
+/// (Note [JSON nesting limit] in base/src/json_limits.cc), and "source:line:col: malformed JSON:
+/// a NUL byte..." for a NUL, which the parser would take for the end of the text.
 template <class Json>
 Json parse_json_document(std::string_view text, const std::string& source) {
   check_json_depth(text, source);
+  if (const std::optional<std::size_t> nul = find_json_nul(text)) {
+    const auto [line, column] = line_and_column(text, *nul);
+    throw ParseError(source, line, column, "malformed JSON: " + std::string(kJsonNulReason));
+  }
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const typename Json::parse_error& e) {

@@ -98,20 +98,26 @@ AttentionKernelTable h100_cudnn_fused_attention() {
       .backward = {305 * kTera, 408 * kTera, 465 * kTera, 499 * kTera, 518 * kTera, 516 * kTera}};
 }
 
+// busbw (GB/s) of a sweep that doubles its size from 2^first_log2 bytes, over its plateau.
+SizeEfficiency sweep_over_plateau(const std::vector<double>& busbw, double plateau,
+                                  int first_log2) {
+  SizeEfficiency curve;
+  for (std::size_t i = 0; i < busbw.size(); ++i) {
+    curve.bytes.push_back(std::ldexp(1.0, first_log2 + static_cast<int>(i)));
+    curve.fraction.push_back(busbw[i] / plateau);
+  }
+  return curve;
+}
+
 // all_reduce_perf -b 32k -e 16G -f 2 -g 8 on one 8x A100 80GB node (stas00/ml-engineering,
 // network/README.md "Real network throughput"), busbw over its 16 GiB plateau of 234.89 GB/s,
 // from 8 MiB up: smaller sizes sit on a flat ~100 us floor that the author attributes to an older
 // NCCL, so they are left to the latency term (sizes below 8 MiB take the 8 MiB fraction).
 SizeEfficiency a100_node_all_reduce_sweep() {
-  constexpr double kPlateau = 234.89;
-  const std::vector<double> busbw = {109.93, 106.16, 138.49, 171.54, 176.92, 194.07,
-                                     222.72, 229.04, 231.41, 233.88, 234.61, 234.89};
-  SizeEfficiency curve;
-  for (std::size_t i = 0; i < busbw.size(); ++i) {
-    curve.bytes.push_back(std::ldexp(1.0, 23 + static_cast<int>(i)));  // 8 MiB .. 16 GiB
-    curve.fraction.push_back(busbw[i] / kPlateau);
-  }
-  return curve;
+  // 8 MiB .. 16 GiB; the 16 GiB plateau is 234.89 GB/s.
+  return sweep_over_plateau({109.93, 106.16, 138.49, 171.54, 176.92, 194.07, 222.72, 229.04, 231.41,
+                             233.88, 234.61, 234.89},
+                            234.89, 23);
 }
 
 // The same sweep on one 8x H200 node (NVLink4; torch all_reduce_bench with NCCL 2.27.7,
@@ -120,15 +126,10 @@ SizeEfficiency a100_node_all_reduce_sweep() {
 // NVLink4 and NVSwitch. The sweep ran NVLS all-reduces; the ring collectives' curve has not
 // been published, so its shape stands for theirs.
 SizeEfficiency nvlink4_node_all_reduce_sweep() {
-  constexpr double kPlateau = 482.26;
-  const std::vector<double> busbw = {39.93,  64.53,  107.16, 155.53, 219.89, 275.84, 346.51, 401.93,
-                                     436.15, 450.29, 463.58, 469.17, 473.1,  477.45, 482.26};
-  SizeEfficiency curve;
-  for (std::size_t i = 0; i < busbw.size(); ++i) {
-    curve.bytes.push_back(std::ldexp(1.0, 20 + static_cast<int>(i)));  // 1 MiB .. 16 GiB
-    curve.fraction.push_back(busbw[i] / kPlateau);
-  }
-  return curve;
+  // 1 MiB .. 16 GiB; the 16 GiB value is 482.26 GB/s.
+  return sweep_over_plateau({39.93, 64.53, 107.16, 155.53, 219.89, 275.84, 346.51, 401.93, 436.15,
+                             450.29, 463.58, 469.17, 473.1, 477.45, 482.26},
+                            482.26, 20);
 }
 
 // NVIDIA DGX A100 System Architecture whitepaper and the NVIDIA A100 Tensor Core GPU datasheet

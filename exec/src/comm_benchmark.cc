@@ -455,13 +455,6 @@ class BenchmarkRank {
 
 }  // namespace
 
-double median_seconds(std::vector<double> seconds) {
-  if (seconds.empty()) return 0;
-  const auto middle = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2);
-  std::nth_element(seconds.begin(), middle, seconds.end());
-  return *middle;
-}
-
 double median_of_slowest(const std::vector<std::vector<double>>& per_member) {
   std::vector<double> slowest;
   for (const std::vector<double>& times : per_member) {

@@ -1,5 +1,6 @@
 #include "metron/exec/operation_profile.h"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <variant>
@@ -40,6 +41,13 @@ std::vector<std::vector<std::vector<ProfiledOperation>>> distinct_task_operation
     }
   }
   return out;
+}
+
+double median_seconds(std::vector<double> seconds) {
+  if (seconds.empty()) return 0;
+  const auto middle = seconds.begin() + static_cast<std::ptrdiff_t>(seconds.size() / 2);
+  std::nth_element(seconds.begin(), middle, seconds.end());
+  return *middle;
 }
 
 }  // namespace metron::exec

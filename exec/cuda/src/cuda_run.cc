@@ -12,6 +12,7 @@
 #include "metron/exec/cuda/cuda_backend.h"
 #include "metron/exec/cuda/cuda_compute.h"
 #include "metron/exec/cuda/nccl_world.h"
+#include "metron/exec/operation_profile.h"
 #include "metron/exec/rank_executor.h"
 #include "metron/exec/rank_program.h"
 #include "metron/ir/graph_builder.h"
@@ -107,8 +108,7 @@ std::size_t profile_operations(
     }
   }
   for (auto& [key, values] : seconds) {
-    std::sort(values.begin(), values.end());
-    profile.set_compute(key.first, key.second, values[(values.size() - 1) / 2]);
+    profile.set_compute(key.first, key.second, median_seconds(std::move(values)));
   }
   return order.size();
 }

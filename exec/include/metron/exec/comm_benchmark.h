@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "metron/exec/gloo_world.h"
+#include "metron/exec/operation_profile.h"
 #include "metron/ir/task.h"
 
 namespace metron::exec {
@@ -125,9 +126,6 @@ using BenchmarkStatus = std::function<void(std::string_view)>;
 std::optional<CommMeasurement> measure_communication(const CommBenchmark& benchmark,
                                                      const Rendezvous& rendezvous,
                                                      const BenchmarkStatus& status);
-
-/// The median of `seconds` (the upper one of an even count); 0 for an empty list.
-double median_seconds(std::vector<double> seconds);
 
 /// A collective entry's time from every member's repetitions (`per_member[m][r]`): the median
 /// over repetitions r of the slowest member's time; 0 when there is none.

@@ -33,4 +33,8 @@ struct ProfiledOperation {
 std::vector<std::vector<std::vector<ProfiledOperation>>> distinct_task_operations(
     const ir::Graph& graph);
 
+/// The median of `seconds` (the upper one of an even count); 0 for an empty list. Every
+/// backend's profile keeps the median of its repetitions through this one function.
+double median_seconds(std::vector<double> seconds);
+
 }  // namespace metron::exec

@@ -149,29 +149,27 @@ void add_mlp(std::vector<ForwardOp>& ops, const ModelSpec& model, const Dims& d,
 }
 
 // The fused kernel: the FLOPs of QKᵀ and ·V, reading Q, K, V and writing O (per head; K and V
-// counted per query head, as the kernel loads them), nothing score-sized.
-OpCost fused_attention(const Dims& d, std::int64_t batch, OpKind kind) {
+// counted per query head, as the kernel loads them), nothing score-sized. Its backward
+// (input_grads_of) reads Q, K, V, O and dO and writes dQ, dK and dV: twice these bytes.
+OpCost fused_attention(const Dims& d, std::int64_t batch) {
   const double qo = 2.0 * double(batch) * double(d.s_local) * double(d.dh);
   const double kv = 2.0 * double(batch) * double(d.s) * double(d.dh);
-  const double forward_flops = 4.0 * double(batch) * double(d.s_local) * double(d.s) * double(d.dh);
-  const bool backward = kind == OpKind::kFusedAttentionBackward;
-  // The backward reads Q, K, V, O and dO and writes dQ, dK and dV: twice the forward's tensors.
-  return {.name = backward ? "attention-backward" : "attention",
-          .kind = kind,
+  return {.name = "attention",
+          .kind = OpKind::kFusedAttention,
           .m = d.s_local,
           .n = d.s,
           .k = d.dh,
           .batch = batch,
-          .flops = backward ? 2 * forward_flops : forward_flops,
-          .bytes = d.e * (backward ? 2 * (qo + kv) : qo + kv)};
+          .flops = 4.0 * double(batch) * double(d.s_local) * double(d.s) * double(d.dh),
+          .bytes = d.e * (qo + kv)};
 }
 
 // Forward ops 3-6: what selective recompute re-runs.
 void add_attention_core(std::vector<ForwardOp>& ops, const Dims& d) {
   const std::int64_t batch = d.b * d.heads_local;
   if (d.fused) {
-    ops.push_back({fused_attention(d, batch, OpKind::kFusedAttention),
-                   fused_attention(d, batch, OpKind::kFusedAttentionBackward).bytes});
+    const OpCost forward = fused_attention(d, batch);
+    ops.push_back({forward, 2 * forward.bytes});
     return;
   }
   const std::int64_t scores = batch * d.s_local * d.s;

@@ -3,7 +3,6 @@
 
 #include "metron/models/intra_layer_comm.h"
 
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -81,17 +80,19 @@ void add_tensor_parallel(const ModelSpec& model, const ParallelSpec& spec, Layer
   };
   const std::vector<LayerComm> gather = entries(CommOp::kAllGather);
   const std::vector<LayerComm> scatter = entries(CommOp::kReduceScatter);
-  const auto append = [](std::vector<LayerComm>& list,
-                         std::initializer_list<const std::vector<LayerComm>*> parts) {
-    for (const std::vector<LayerComm>* part : parts)
-      list.insert(list.end(), part->begin(), part->end());
+  const auto append = [](std::vector<LayerComm>& list, const std::vector<LayerComm>& part) {
+    list.insert(list.end(), part.begin(), part.end());
   };
-  append(plan.forward, {&gather, &scatter});
+  append(plan.forward, gather);
+  append(plan.forward, scatter);
   // Backward: the output gradients' all-gather, the inputs' re-gather (for the weight gradients)
   // and the input gradients' reduce-scatter; I keeps the first and last, W the re-gather.
-  append(plan.backward, {&gather, &gather, &scatter});
-  append(plan.backward_input, {&gather, &scatter});
-  append(plan.backward_weight, {&gather});
+  append(plan.backward, gather);
+  append(plan.backward, gather);
+  append(plan.backward, scatter);
+  append(plan.backward_input, gather);
+  append(plan.backward_input, scatter);
+  append(plan.backward_weight, gather);
 }
 
 // The full sequence's keys and values on this tensor-parallel rank, as one ring round moves them.

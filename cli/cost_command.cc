@@ -39,6 +39,7 @@ struct CostOptions {
   std::optional<std::int64_t> seq;
   std::string recompute = "none";
   std::string attention = "unfused";
+  std::string fp8 = "off";
   std::string policy = "ddp";
   bool ops = false;
   bool json = false;
@@ -93,7 +94,8 @@ models::ParallelSpec parallel_of(const CostOptions& o) {
           .num_microbatches = 1,
           .seq_len = o.seq,
           .recompute = *models::parse_recompute(o.recompute),
-          .attention = *models::parse_attention_kernel(o.attention)};
+          .attention = *models::parse_attention_kernel(o.attention),
+          .fp8 = *models::parse_fp8_recipe(o.fp8)};
 }
 
 CostReport::Phase phase_of(std::string name, std::vector<models::OpCost> ops,
@@ -192,11 +194,12 @@ std::string render_text(const CostReport& r, const CostOptions& o,
   const models::ParallelSpec& p = r.parallel;
   std::string out = fmt::format(
       "{} ({} parameters) on {} ({}, {} peak {:.1f} TFLOP/s)\n"
-      "tp {}{}, cp {}, ep {}, microbatch {} x seq {}, recompute {}, {} attention\n\n",
+      "tp {}{}, cp {}, ep {}, microbatch {} x seq {}, recompute {}, {} attention{}\n\n",
       r.model.name, short_count(models::parameter_count(r.model)), r.hardware.name,
       r.hardware.gpu.name, to_string(r.model.dtype), r.peak / 1e12, p.tp,
       p.sp() ? " with sequence parallelism" : "", p.cp, p.ep, p.microbatch_size,
-      p.sequence_length(r.model), to_string(p.recompute), to_string(p.attention));
+      p.sequence_length(r.model), to_string(p.recompute), to_string(p.attention),
+      p.fp8 == models::Fp8Recipe::kOff ? "" : fmt::format(", fp8 ({} scaling)", to_string(p.fp8)));
 
   out += "One transformer layer, one microbatch, one GPU:\n" + phase_table(r.layer, r.peak);
   out +=
@@ -352,6 +355,11 @@ void add_cost_command(CLI::App& app) {
                   "unfused (QK^T, softmax, dropout and ·V in memory) or fused (one flash-style\n"
                   "kernel, timed from the GPU's measured kernel table)")
       ->check(CLI::IsMember({"unfused", "fused"}))
+      ->capture_default_str();
+  cmd->add_option("--fp8", o->fp8,
+                  "FP8 training (Transformer Engine): off, delayed or current scaling; the\n"
+                  "linear GEMMs on the fp8 peak, with their casts")
+      ->check(CLI::IsMember({"off", "delayed", "current"}))
       ->capture_default_str();
   cmd->add_option("--policy", o->policy,
                   "how data-parallel ranks hold model state: " + policy_names())

@@ -40,6 +40,12 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
                "reduce-scatters with their GEMMs (needs --sp)");
   cmd.add_flag("--no-tp-comm-overlap", o.no_tp_comm_overlap,
                "tensor-parallel collectives between the GEMMs");
+  cmd.add_option("--fp8", o.fp8,
+                 "FP8 training as Transformer Engine runs it: off, delayed (DelayedScaling,\n"
+                 "Megatron's default recipe) or current (Float8CurrentScaling); the layers'\n"
+                 "linear GEMMs in FP8 with their casts, attention and the LM head in the\n"
+                 "model's dtype (needs a GPU with an fp8 peak, e.g. dgx-h100)")
+      ->check(CLI::IsMember({"off", "delayed", "current"}));
   cmd.add_option("--schedule", o.schedule, "pipeline schedule (see 'metron schedule --help')");
   cmd.add_option("--group-size", o.group_size, "interleaved 1F1B's microbatch group size N")
       ->check(integer_in(1, std::numeric_limits<std::int32_t>::max()));
@@ -74,6 +80,7 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   if (o.seq) p.seq_len = *o.seq;
   if (o.recompute) p.recompute = *models::parse_recompute(*o.recompute);
   if (o.attention) p.attention = *models::parse_attention_kernel(*o.attention);
+  if (o.fp8) p.fp8 = *models::parse_fp8_recipe(*o.fp8);
   if (o.tp_comm_overlap && o.no_tp_comm_overlap) {
     throw InvalidConfig(
         "--tp-comm-overlap and --no-tp-comm-overlap: expected one of them, got both");

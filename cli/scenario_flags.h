@@ -25,6 +25,7 @@ struct ScenarioFlags {
   std::optional<std::int64_t> microbatch_size, global_batch, microbatches, seq;
   std::optional<std::string> recompute;
   std::optional<std::string> attention;
+  std::optional<std::string> fp8;
   bool tp_comm_overlap = false;
   bool no_tp_comm_overlap = false;
   std::optional<std::string> schedule;

@@ -39,6 +39,8 @@ std::string with_unit(PublishedQuantity quantity, double value) {
       return fmt::format("{:.1f}% MFU", value * 100);
     case PublishedQuantity::kIterationTime:
       return fmt::format("{:.3f} s", value);
+    case PublishedQuantity::kTokensPerGpu:
+      return fmt::format("{:.0f} tok/s", value);
   }
   return "?";
 }
@@ -179,8 +181,8 @@ void add_validate_command(CLI::App& app) {
       "source is silent and what metron does not model; per source and over all cases the mean\n"
       "|error| and its sign. A case metron cannot express or simulate is listed with the reason.\n"
       "Without a file it checks the runs shipped with metron (Narayanan et al. SC'21 Tables 1-2,\n"
-      "Megatron-LM's H100 weak-scaling table). The cases are for checking: no cost-model\n"
-      "constant is fitted to them.");
+      "Megatron-LM's H100 weak-scaling table, NeMo 24.07's DGX-H100 FP8 table). The cases are for\n"
+      "checking: no cost-model constant is fitted to them.");
   cmd->add_option("cases", o->cases_file,
                   "a cases JSON (format: validation/include/metron/validation/published_case.h)\n"
                   "instead of the shipped runs");

@@ -77,6 +77,15 @@ OpCost gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, do
           .bytes = double(batch) * per_gemm_bytes};
 }
 
+// A GEMM on the FP8 tensor cores (Note [fp8 training]): both operands one byte, the output in
+// the model's dtype.
+OpCost fp8_gemm(std::string name, std::int64_t m, std::int64_t n, std::int64_t k, double e) {
+  OpCost op = gemm(std::move(name), m, n, k, e);
+  op.fp8 = true;
+  op.bytes = double(m) * double(k) + double(k) * double(n) + e * double(m) * double(n);
+  return op;
+}
+
 OpCost batched_gemm(std::string name, std::int64_t batch, std::int64_t m, std::int64_t n,
                     std::int64_t k, double e) {
   return gemm(std::move(name), m, n, k, e, batch, OpKind::kBatchedGemm);
@@ -90,10 +99,13 @@ OpCost elementwise(std::string name, std::int64_t elements, double bytes_per_ele
 }
 
 // A forward op and what its backward costs, so that I can be derived from F: an element-wise
-// op's backward moves `backward_bytes` per element (GEMMs derive theirs from their shape).
+// op's backward moves `backward_bytes` per element; a GEMM derives its products from its shape,
+// and an FP8 one casts its output gradient first at `backward_bytes` per element. A cast into FP8
+// has no backward of its own (the gradient passes straight through).
 struct ForwardOp {
   OpCost op;
   double backward_bytes = 0;
+  bool cast = false;
 };
 
 ForwardOp ew(std::string name, std::int64_t elements, double forward_bytes, double backward_bytes) {
@@ -115,7 +127,23 @@ struct Dims {
   double e;                  // bytes per element of the model dtype
   double mask;               // dropout mask bytes per element (0 without dropout)
   bool fused;                // one flash-style attention kernel
+  double cast;               // bytes per element of a cast into FP8; 0: linear GEMMs not in FP8
 };
+
+// Note [fp8 training]: a cast reads the tensor once (twice under current scaling, whose amax
+// comes from the tensor itself) and writes it in FP8 row- and column-wise.
+double fp8_cast_bytes(Fp8Recipe recipe, double e) {
+  constexpr double kRowAndColumnWise = 2;
+  switch (recipe) {
+    case Fp8Recipe::kOff:
+      return 0;
+    case Fp8Recipe::kDelayed:
+      return e + kRowAndColumnWise;
+    case Fp8Recipe::kCurrent:
+      return 2 * e + kRowAndColumnWise;
+  }
+  return 0;
+}
 
 Dims dims_of(const ModelSpec& model, const LayerShape& shape) {
   const std::int64_t tokens = shape.tokens();
@@ -131,7 +159,21 @@ Dims dims_of(const ModelSpec& model, const LayerShape& shape) {
           .dh = model.head_dim(),
           .e = element_bytes(model.dtype),
           .mask = model.mlp == MlpKind::kGelu ? kMaskBytes : 0,
-          .fused = shape.fused_attention};
+          .fused = shape.fused_attention,
+          .cast = fp8_cast_bytes(shape.fp8, element_bytes(model.dtype))};
+}
+
+// One of the layer's linear GEMMs, X[m,k] · W[k,n]: in the model's dtype, or under FP8 the casts
+// of X and W and then the GEMM on the FP8 tensor cores (Note [fp8 training]).
+void add_linear(std::vector<ForwardOp>& ops, const Dims& d, const std::string& name, std::int64_t m,
+                std::int64_t n, std::int64_t k) {
+  if (d.cast == 0) {
+    ops.push_back({gemm(name, m, n, k, d.e)});
+    return;
+  }
+  ops.push_back({.op = elementwise(name + "-cast", m * k, d.cast), .cast = true});
+  ops.push_back({.op = elementwise(name + "-weight-cast", k * n, d.cast), .cast = true});
+  ops.push_back({.op = fp8_gemm(name, m, n, k, d.e), .backward_bytes = d.cast});
 }
 
 // The MLP block on `tokens` tokens of width `ffn` (split over t): dense, or one expert.
@@ -139,13 +181,13 @@ void add_mlp(std::vector<ForwardOp>& ops, const ModelSpec& model, const Dims& d,
              std::int64_t tokens, std::int64_t ffn) {
   const std::int64_t ffn_local = shard(ffn, d.t);
   if (model.mlp == MlpKind::kGelu) {
-    ops.push_back({gemm("mlp-up", tokens, ffn_local, d.h, d.e)});
+    add_linear(ops, d, "mlp-up", tokens, ffn_local, d.h);
     ops.push_back(ew("gelu", tokens * ffn_local, 2 * d.e, 3 * d.e));
   } else {
-    ops.push_back({gemm("mlp-gate-up", tokens, 2 * ffn_local, d.h, d.e)});
+    add_linear(ops, d, "mlp-gate-up", tokens, 2 * ffn_local, d.h);
     ops.push_back(ew("swiglu", tokens * ffn_local, 3 * d.e, 3 * d.e));
   }
-  ops.push_back({gemm("mlp-down", tokens, d.h, ffn_local, d.e)});
+  add_linear(ops, d, "mlp-down", tokens, d.h, ffn_local);
 }
 
 // The fused kernel: the FLOPs of QKᵀ and ·V, reading Q, K, V and writing O (per head; K and V
@@ -186,9 +228,9 @@ std::vector<ForwardOp> layer_forward(const ModelSpec& model, const LayerShape& s
   const std::int64_t hidden_elements = d.tokens_sp * d.h;
   std::vector<ForwardOp> ops;
   ops.push_back(ew("input-norm", hidden_elements, 2 * d.e, 3 * d.e));
-  ops.push_back({gemm("qkv", d.tokens, shard(d.h + 2 * d.kv * d.dh, d.t), d.h, d.e)});
+  add_linear(ops, d, "qkv", d.tokens, shard(d.h + 2 * d.kv * d.dh, d.t), d.h);
   add_attention_core(ops, d);
-  ops.push_back({gemm("attention-out", d.tokens, d.h, shard(d.h, d.t), d.e)});
+  add_linear(ops, d, "attention-out", d.tokens, d.h, shard(d.h, d.t));
   ops.push_back(ew("attention-residual", hidden_elements, 3 * d.e + d.mask, 2 * d.e + d.mask));
   ops.push_back(ew("post-attention-norm", hidden_elements, 2 * d.e, 3 * d.e));
   if (model.moe) {
@@ -220,14 +262,19 @@ std::vector<OpCost> input_grads_of(const std::vector<ForwardOp>& ops, double e) 
     const OpCost& f = it->op;
     switch (f.kind) {
       case OpKind::kGemm:
-        out.push_back(gemm(f.name + "-dgrad", f.m, f.k, f.n, e));
+        if (f.fp8) {
+          out.push_back(elementwise(f.name + "-grad-cast", f.m * f.n, it->backward_bytes));
+          out.push_back(fp8_gemm(f.name + "-dgrad", f.m, f.k, f.n, e));
+        } else {
+          out.push_back(gemm(f.name + "-dgrad", f.m, f.k, f.n, e));
+        }
         break;
       case OpKind::kBatchedGemm:
         out.push_back(batched_gemm(f.name + "-dgrad-a", f.batch, f.m, f.k, f.n, e));
         out.push_back(batched_gemm(f.name + "-dgrad-b", f.batch, f.k, f.n, f.m, e));
         break;
       case OpKind::kElementwise:
-        out.push_back(elementwise(f.name + "-backward", f.m, it->backward_bytes));
+        if (!it->cast) out.push_back(elementwise(f.name + "-backward", f.m, it->backward_bytes));
         break;
       case OpKind::kFusedAttention: {
         OpCost b = f;
@@ -250,7 +297,10 @@ std::vector<OpCost> weight_grads_of(const std::vector<ForwardOp>& ops, double e)
   std::vector<OpCost> out;
   for (auto it = ops.rbegin(); it != ops.rend(); ++it) {
     const OpCost& f = it->op;
-    if (f.kind == OpKind::kGemm) out.push_back(gemm(f.name + "-wgrad", f.k, f.n, f.m, e));
+    if (f.kind != OpKind::kGemm) continue;
+    // An FP8 wgrad reads the column-wise copies its forward and backward casts wrote.
+    out.push_back(f.fp8 ? fp8_gemm(f.name + "-wgrad", f.k, f.n, f.m, e)
+                        : gemm(f.name + "-wgrad", f.k, f.n, f.m, e));
   }
   return out;
 }
@@ -369,7 +419,11 @@ std::vector<OpCost> optimizer_ops(std::int64_t parameters, Precision model_dtype
 }
 
 ComputeModel::ComputeModel(HardwareSpec hardware, Precision dtype, const CostProfile* profile)
-    : hardware_(std::move(hardware)), dtype_(dtype), peak_flops_(0), profile_(profile) {
+    : hardware_(std::move(hardware)),
+      dtype_(dtype),
+      peak_flops_(0),
+      fp8_peak_flops_(hardware_.gpu.peak(Precision::kFp8)),
+      profile_(profile) {
   const std::optional<double> peak = hardware_.gpu.peak(dtype_);
   if (!peak) {
     throw InvalidConfig("hardware \"" + hardware_.name + "\": GPU \"" + hardware_.gpu.name +
@@ -387,7 +441,9 @@ double ComputeModel::gemm_efficiency(const OpCost& op) const {
     return seconds > 0 ? op.flops / (seconds * peak_flops_) : 1.0;
   }
   const GpuSpec& gpu = hardware_.gpu;
-  if (gpu.sm_count == 0 || op.m <= 0 || op.n <= 0) return gpu.gemm_efficiency;
+  const double large =
+      op.fp8 ? gpu.fp8_gemm_efficiency.value_or(gpu.gemm_efficiency) : gpu.gemm_efficiency;
+  if (gpu.sm_count == 0 || op.m <= 0 || op.n <= 0) return large;
   // Tile quantization: partial edge tiles cost as much as full ones.
   const std::int64_t tiles_m = ceil_div(op.m, kTile);
   const std::int64_t tiles_n = ceil_div(op.n, kTile);
@@ -397,21 +453,36 @@ double ComputeModel::gemm_efficiency(const OpCost& op) const {
   const std::int64_t tiles = op.batch * tiles_m * tiles_n;
   const std::int64_t waves = ceil_div(tiles, gpu.sm_count);
   const double wave_util = double(tiles) / (double(waves) * double(gpu.sm_count));
-  return gpu.gemm_efficiency * tile_util * wave_util;
+  return large * tile_util * wave_util;
 }
 
 double ComputeModel::op_time(const OpCost& op) const {
   if (profile_ != nullptr) {
-    if (const std::optional<double> measured = profile_->compute(op.profile_key(), dtype_)) {
+    const Precision precision = op.fp8 ? Precision::kFp8 : dtype_;
+    if (const std::optional<double> measured = profile_->compute(op.profile_key(), precision)) {
       return *measured;
     }
   }
   const GpuSpec& gpu = hardware_.gpu;
-  const double compute = is_fused_attention(op.kind) ? fused_attention_compute_time(op)
-                         : op.flops > 0 ? op.flops / (peak_flops_ * gemm_efficiency(op))
-                                        : 0.0;
+  double compute = 0;
+  if (is_fused_attention(op.kind)) {
+    compute = fused_attention_compute_time(op);
+  } else if (op.flops > 0) {
+    compute = op.flops / (peak_for(op) * gemm_efficiency(op));
+  }
   const double memory = op.bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
   return std::max(compute, memory);
+}
+
+double ComputeModel::peak_for(const OpCost& op) const {
+  if (!op.fp8) return peak_flops_;
+  if (!fp8_peak_flops_) {
+    throw InvalidConfig("hardware \"" + hardware_.name + "\": GPU \"" + hardware_.gpu.name +
+                        "\" has no peak_flops for \"fp8\", which FP8 training (parallel.fp8) "
+                        "needs for GEMM \"" +
+                        op.name + "\"");
+  }
+  return *fp8_peak_flops_;
 }
 
 double ComputeModel::fused_attention_compute_time(const OpCost& op) const {

@@ -110,6 +110,9 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   }
   check_fraction(problems, "gpu.gemm_efficiency", spec.gpu.gemm_efficiency);
   check_fraction(problems, "gpu.memory_efficiency", spec.gpu.memory_efficiency);
+  if (spec.gpu.fp8_gemm_efficiency) {
+    check_fraction(problems, "gpu.fp8_gemm_efficiency", *spec.gpu.fp8_gemm_efficiency);
+  }
   if (spec.gpu.fused_attention) check_attention_table(problems, *spec.gpu.fused_attention);
   check_positive(problems, "gpus_per_node", spec.gpus_per_node);
   check_positive(problems, "intra_node.bandwidth", spec.intra_node.bandwidth);
@@ -180,6 +183,9 @@ GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostic
   }
   if (const Json* efficiency = in.find("memory_efficiency")) {
     gpu.memory_efficiency = read_fraction(*efficiency, in.path_of("memory_efficiency"));
+  }
+  if (const Json* efficiency = in.find("fp8_gemm_efficiency")) {
+    gpu.fp8_gemm_efficiency = read_fraction(*efficiency, in.path_of("fp8_gemm_efficiency"));
   }
   if (const Json* table = in.find("fused_attention")) {
     gpu.fused_attention = read_attention_table(*table, in.path_of("fused_attention"), diagnostics);
@@ -299,6 +305,7 @@ std::string to_json(const HardwareSpec& spec) {
               {"sm_count", spec.gpu.sm_count},
               {"gemm_efficiency", spec.gpu.gemm_efficiency},
               {"memory_efficiency", spec.gpu.memory_efficiency}};
+  if (const auto& e = spec.gpu.fp8_gemm_efficiency) gpu["fp8_gemm_efficiency"] = *e;
   if (const auto& t = spec.gpu.fused_attention) {
     gpu["fused_attention"] = {{"kernel", t->kernel},
                               {"seq_lens", t->seq_lens},

@@ -9,7 +9,8 @@ LayerShape layer_shape(const ModelSpec& model, const ParallelSpec& spec) {
           .cp = spec.cp,
           .ep = spec.ep,
           .sequence_parallel = spec.sp(),
-          .fused_attention = spec.attention == AttentionKernel::kFused};
+          .fused_attention = spec.attention == AttentionKernel::kFused,
+          .fp8 = spec.fp8};
 }
 
 }  // namespace metron::models

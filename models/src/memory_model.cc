@@ -37,7 +37,16 @@ constexpr double kMaskBytes = 1;
 constexpr double kLogitBytes = 4;
 
 // "gelu" (GPT-3, Megatron) models train with dropout and have biases; "swiglu" (Llama) neither.
+// Transformer Engine keeps each FP8-cast weight row- and column-wise, one byte each.
+constexpr double kFp8CopyBytes = 2;
+
 bool has_dropout(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
+
+// A linear GEMM's input as its backward keeps it: in FP8 (one byte) under FP8 training, as
+// Transformer Engine saves the cast it made, else in the model's dtype.
+double gemm_input_bytes(const ModelSpec& model, const LayerShape& shape) {
+  return shape.fp8 == Fp8Recipe::kOff ? element_bytes(model.dtype) : 1.0;
+}
 bool has_biases(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
 
 std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; }
@@ -48,6 +57,17 @@ std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; 
 // models have one such bias (h wide) per attention block and per MLP; "swiglu" models none.
 std::int64_t row_parallel_bias(const ModelSpec& model) {
   return has_biases(model) ? model.hidden : 0;
+}
+
+// The weights of one layer's linear GEMMs on one tensor- and expert-parallel rank, which FP8
+// training casts (Note [fp8 training] in compute_cost.h): no biases, norms or router.
+std::int64_t linear_weights(const ModelSpec& model, std::int64_t tp, std::int64_t ep) {
+  const std::int64_t h = model.hidden;
+  const std::int64_t qkv_out = h + 2 * model.num_kv_heads() * model.head_dim();
+  const std::int64_t matrices = model.mlp == MlpKind::kSwiglu ? 3 : 2;
+  const std::int64_t attention = (h * qkv_out + h * h) / tp;
+  if (!model.moe) return attention + matrices * h * model.ffn_size() / tp;
+  return attention + model.moe->experts / ep * (matrices * h * model.moe->ffn_hidden / tp);
 }
 
 // One layer's parameters on one tensor-parallel and expert-parallel rank.
@@ -126,8 +146,8 @@ void add_attention(const ModelSpec& model, const LayerShape& shape, ActivationTe
   const double n = local_tokens(shape);
   const auto h = static_cast<double>(model.hidden);
   const auto kv_width = static_cast<double>(model.num_kv_heads() * model.head_dim());
-  terms.replicated += e * n * h;              // LayerNorm input
-  terms.replicated += e * n * h;              // QKV GEMM input
+  terms.replicated += e * n * h;                               // LayerNorm input
+  terms.replicated += gemm_input_bytes(model, shape) * n * h;  // QKV GEMM input
   terms.split += e * n * (h + 2 * kv_width);  // Q (h wide), K and V (kv·dh wide each)
   if (shape.fused_attention) {
     // A flash-style kernel keeps no score-sized tensor: its backward recomputes the scores from
@@ -144,7 +164,7 @@ void add_attention(const ModelSpec& model, const LayerShape& shape, ActivationTe
     }
   }
   if (has_dropout(model)) terms.replicated += kMaskBytes * n * h;  // mask after the projection
-  terms.split += e * n * h;                                        // output projection input
+  terms.split += gemm_input_bytes(model, shape) * n * h;           // output projection input
 }
 
 // The MLP's stored tensors for `copies` passes of every token through an MLP `ffn` wide.
@@ -152,10 +172,12 @@ void add_mlp_body(const ModelSpec& model, const LayerShape& shape, double copies
                   ActivationTerms& terms) {
   const double e = element_bytes(model.dtype);
   const double n = local_tokens(shape);
-  terms.replicated += copies * e * n * static_cast<double>(model.hidden);  // up GEMM input
-  // gelu: GeLU input and down GEMM input; swiglu: gate and up outputs and their product.
-  const double widths = model.mlp == MlpKind::kSwiglu ? 3 : 2;
-  terms.split += copies * widths * e * n * ffn;
+  const double input = gemm_input_bytes(model, shape);
+  terms.replicated += copies * input * n * static_cast<double>(model.hidden);  // up GEMM input
+  // gelu: GeLU input and down GEMM input; swiglu: gate and up outputs and their product (the
+  // down GEMM's input).
+  const double elementwise_inputs = model.mlp == MlpKind::kSwiglu ? 2 : 1;
+  terms.split += copies * (elementwise_inputs * e + input) * n * ffn;
 }
 
 void add_mlp(const ModelSpec& model, const LayerShape& shape, ActivationTerms& terms) {
@@ -272,9 +294,15 @@ StateBytes state_memory(const ModelSpec& model, const ParallelSpec& spec, StateP
   const StateBytes expert = bytes_per_parameter(layout, replicas / spec.ep);
   const auto n_dense = static_cast<double>(params.dense);
   const auto n_expert = static_cast<double>(params.expert);
-  return {.weights = n_dense * dense.weights + n_expert * expert.weights,
-          .gradients = n_dense * dense.gradients + n_expert * expert.gradients,
-          .optimizer = n_dense * dense.optimizer + n_expert * expert.optimizer};
+  StateBytes out{.weights = n_dense * dense.weights + n_expert * expert.weights,
+                 .gradients = n_dense * dense.gradients + n_expert * expert.gradients,
+                 .optimizer = n_dense * dense.optimizer + n_expert * expert.optimizer};
+  if (spec.fp8 != Fp8Recipe::kOff && layout.sharding < Sharding::kWeights) {
+    const double layers = static_cast<double>(model.layers) / static_cast<double>(spec.pp);
+    out.weights +=
+        kFp8CopyBytes * layers * static_cast<double>(linear_weights(model, spec.tp, spec.ep));
+  }
+  return out;
 }
 
 double layer_activation_bytes(const ModelSpec& model, const LayerShape& shape,

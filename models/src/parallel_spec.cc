@@ -26,6 +26,8 @@ constexpr detail::EnumNames<Recompute, 3> kRecomputeNames{
     {{Recompute::kNone, "none"}, {Recompute::kSelective, "selective"}, {Recompute::kFull, "full"}}};
 constexpr detail::EnumNames<AttentionKernel, 2> kAttentionNames{
     {{AttentionKernel::kUnfused, "unfused"}, {AttentionKernel::kFused, "fused"}}};
+constexpr detail::EnumNames<Fp8Recipe, 3> kFp8Names{
+    {{Fp8Recipe::kOff, "off"}, {Fp8Recipe::kDelayed, "delayed"}, {Fp8Recipe::kCurrent, "current"}}};
 
 struct Factor {
   std::string name;
@@ -150,6 +152,12 @@ void check_model_split(std::vector<std::string>& problems, const ParallelSpec& s
         "tp_comm_overlap needs sequence_parallel (Megatron overlaps the "
         "all-gathers and reduce-scatters of sequence parallelism)");
   }
+  // Transformer Engine casts bf16, fp16 or fp32 weights and activations into FP8 for its GEMMs;
+  // a model already in fp8 has nothing to cast.
+  if (spec.fp8 != Fp8Recipe::kOff && model.dtype == Precision::kFp8) {
+    problems.push_back("fp8 \"" + std::string(to_string(spec.fp8)) +
+                       "\" needs a model dtype of bf16, fp16 or fp32 to cast from, got fp8");
+  }
   // Context parallelism cuts the sequence into 2·cp chunks, rank i taking chunks i and
   // 2·cp−1−i, so that causal attention's work is balanced (Megatron's get_batch_on_this_cp_rank).
   if (spec.cp > 1) {
@@ -239,6 +247,7 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   if (const Json* v = in.find("tp_comm_overlap")) {
     spec.tp_comm_overlap = read_bool(*v, "tp_comm_overlap");
   }
+  if (const Json* v = in.find("fp8")) spec.fp8 = read_enum(kFp8Names, *v, "fp8");
   in.finish();
   return spec;
 }
@@ -263,6 +272,12 @@ std::string_view to_string(AttentionKernel kernel) noexcept {
 
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) noexcept {
   return detail::parse_name(kAttentionNames, name);
+}
+
+std::string_view to_string(Fp8Recipe recipe) noexcept { return detail::name_of(kFp8Names, recipe); }
+
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) noexcept {
+  return detail::parse_name(kFp8Names, name);
 }
 
 std::optional<std::int64_t> ParallelSpec::microbatches() const {
@@ -310,6 +325,7 @@ std::string to_json(const ParallelSpec& spec) {
   out["recompute"] = to_string(spec.recompute);
   out["attention"] = to_string(spec.attention);
   out["tp_comm_overlap"] = spec.tp_comm_overlap;
+  out["fp8"] = to_string(spec.fp8);
   return detail::dump_line(out, "parallel configuration");
 }
 

@@ -83,7 +83,8 @@ void append(std::vector<ir::Operation>& out, const std::vector<models::OpCost>& 
                      .batch = op.batch,
                      .bytes = std::llround(op.bytes * share),
                      .count = static_cast<std::int32_t>(count),
-                     .dtype = dtype});
+                     // An FP8 GEMM runs on the FP8 tensor cores (Note [fp8 training]).
+                     .dtype = op.fp8 ? ir::DType::kFp8 : dtype});
     }
   }
 }

@@ -299,6 +299,39 @@ TEST_F(Cli, FusedAttentionStoresNoScoresAndRunsOneKernel) {
   EXPECT_THAT(unfused.out, HasSubstr("softmax"));
 }
 
+TEST_F(Cli, Fp8CastsTheLinearGemmsAndStoresTheirInputsInOneByte) {
+  // gpt3-1.3b at b 1, s 2048, bf16: FP8 keeps the QKV, projection, up and down inputs in one
+  // byte, sbh·(34 − 7 + 80) = 2048·2048·107 bytes = 428 MiB (456 MiB without).
+  const Outcome fp8 = metron("cost --model gpt3-1.3b --hardware dgx-h100 --ops --fp8 delayed");
+  ASSERT_EQ(fp8.code, 0) << fp8.err;
+  EXPECT_THAT(fp8.out, HasSubstr("activations stored until the backward: 428.0 MiB"));
+  EXPECT_THAT(fp8.out, HasSubstr("fp8 (delayed scaling)"));
+  EXPECT_THAT(fp8.out, AllOf(HasSubstr("qkv-weight-cast"), HasSubstr("mlp-down-grad-cast")));
+  // An A100 has no FP8 tensor cores: a typed error naming what is missing.
+  const Outcome a100 = metron("cost --model gpt3-1.3b --hardware dgx-a100 --fp8 delayed");
+  EXPECT_EQ(a100.code, 2);
+  EXPECT_THAT(a100.err, AllOf(HasSubstr("dgx-a100"), HasSubstr("fp8"), HasSubstr("parallel.fp8")));
+  EXPECT_THAT(a100.err, Not(HasSubstr("unexpected")));
+}
+
+TEST_F(Cli, Fp8MakesTheSimulatedStepFasterAtTheSameModelFlops) {
+  const std::string flags =
+      " --model gpt3-1.3b --hardware dgx-h100 --gpus 8 --tp 1 --pp 1 --vp 1 --dp 8 --global-batch "
+      "64 --schedule 1f1b";
+  const Outcome bf16 = metron("simulate --json " + path("bf16.json") + flags);
+  const Outcome fp8 = metron("simulate --fp8 delayed --json " + path("fp8.json") + flags);
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  ASSERT_EQ(fp8.code, 0) << fp8.err;
+  const nlohmann::json a = nlohmann::json::parse(read_file(path("bf16.json")));
+  const nlohmann::json b = nlohmann::json::parse(read_file(path("fp8.json")));
+  EXPECT_LT(b["iteration_time_ms"].get<double>(), a["iteration_time_ms"].get<double>());
+  // The model FLOPs are the same, so the FLOP rate rises as the time falls.
+  EXPECT_NEAR(
+      b["model_tflops_per_gpu"].get<double>() * b["iteration_time_ms"].get<double>(),
+      a["model_tflops_per_gpu"].get<double>() * a["iteration_time_ms"].get<double>(),
+      1e-6 * a["model_tflops_per_gpu"].get<double>() * a["iteration_time_ms"].get<double>());
+}
+
 TEST_F(Cli, CostTakesMeasuredOpTimesFromAProfile) {
   // gpt3-125m's QKV projection at b = 1, s = 2048, tp = 1: [2048 x 768] · [768 x 3·768].
   write_file_atomically(path("profile.json"),

@@ -591,6 +591,113 @@ TEST(ComputeModel, RejectsADtypeTheGpuLacks) {
                   AllOf(HasSubstr("dgx-a100"), HasSubstr("A100-SXM4-80GB"), HasSubstr("fp8"))));
 }
 
+// FP8 training (Note [fp8 training]) on tiny() at b = 2, s = 6 (T = 12, h = 8, ffn = 32, e = 2):
+// each linear GEMM is preceded by the casts of its input (m·k) and weight (k·n) at e + 2 = 4 bytes
+// per element under delayed scaling; the GEMM reads one-byte operands and writes e-byte output.
+// qkv (12x24x8): input 96 and weight 192 elements, GEMM bytes 96 + 192 + 2·288 = 864.
+TEST(LayerOps, Fp8CastsTheOperandsOfEachLinearGemmAndRunsItInFp8) {
+  LayerShape fp8 = tiny_shape();
+  fp8.fp8 = Fp8Recipe::kDelayed;
+  const std::vector<OpCost> forward = layer_ops(tiny(), fp8, ComputePhase::kForward);
+  EXPECT_THAT(
+      names(forward),
+      ElementsAre("input-norm", "qkv-cast", "qkv-weight-cast", "qkv", "attention-scores", "softmax",
+                  "attention-dropout", "attention-values", "attention-out-cast",
+                  "attention-out-weight-cast", "attention-out", "attention-residual",
+                  "post-attention-norm", "mlp-up-cast", "mlp-up-weight-cast", "mlp-up", "gelu",
+                  "mlp-down-cast", "mlp-down-weight-cast", "mlp-down", "mlp-residual"));
+  EXPECT_EQ(find(forward, "qkv-cast").bytes, 96 * 4);
+  EXPECT_EQ(find(forward, "qkv-weight-cast").bytes, 192 * 4);
+  EXPECT_EQ(find(forward, "qkv").bytes, 864);
+  EXPECT_TRUE(find(forward, "qkv").fp8);
+  EXPECT_EQ(find(forward, "qkv").flops, 2 * 12 * 24 * 8);
+  // mlp-down (12x8x32): its input is the GeLU output, 12·32 elements.
+  EXPECT_EQ(find(forward, "mlp-down-cast").bytes, 384 * 4);
+  // The attention products stay in the model's dtype.
+  EXPECT_FALSE(find(forward, "attention-scores").fp8);
+
+  // I: the output gradient of each FP8 GEMM is cast before its dgrad; a cast has no backward.
+  const std::vector<OpCost> input = layer_ops(tiny(), fp8, ComputePhase::kBackwardInput);
+  EXPECT_THAT(
+      names(input),
+      ElementsAre("mlp-residual-backward", "mlp-down-grad-cast", "mlp-down-dgrad", "gelu-backward",
+                  "mlp-up-grad-cast", "mlp-up-dgrad", "post-attention-norm-backward",
+                  "attention-residual-backward", "attention-out-grad-cast", "attention-out-dgrad",
+                  "attention-values-dgrad-a", "attention-values-dgrad-b",
+                  "attention-dropout-backward", "softmax-backward", "attention-scores-dgrad-a",
+                  "attention-scores-dgrad-b", "qkv-grad-cast", "qkv-dgrad", "input-norm-backward"));
+  EXPECT_EQ(find(input, "mlp-up-grad-cast").bytes, 12 * 32 * 4);
+  // qkv-dgrad (12x8x24): dC 12·24 and W 8·24 in FP8, dA 12·8 in bf16.
+  EXPECT_EQ(find(input, "qkv-dgrad").bytes, 288 + 192 + 2 * 96);
+  EXPECT_TRUE(find(input, "qkv-dgrad").fp8);
+  EXPECT_FALSE(find(input, "attention-scores-dgrad-a").fp8);
+
+  // W: every wgrad in FP8, reading the transposed copies the casts wrote.
+  for (const OpCost& op : layer_ops(tiny(), fp8, ComputePhase::kBackwardWeight)) {
+    EXPECT_TRUE(op.fp8) << op.name;
+  }
+  // The model FLOPs of every phase are those of the layer without FP8 (MFU does not change).
+  for (ComputePhase phase :
+       {ComputePhase::kForward, ComputePhase::kBackwardInput, ComputePhase::kBackwardWeight}) {
+    EXPECT_EQ(total_flops(layer_ops(tiny(), fp8, phase)),
+              total_flops(layer_ops(tiny(), tiny_shape(), phase)));
+  }
+  // The LM head stays in the model's dtype (Megatron keeps the output layer out of FP8).
+  for (const OpCost& op : head_ops(tiny(), fp8, ComputePhase::kForward)) EXPECT_FALSE(op.fp8);
+}
+
+// Current scaling reads each tensor once more for its amax: 2e + 2 = 6 bytes per element.
+TEST(LayerOps, Fp8CurrentScalingReadsEachCastTensorTwice) {
+  LayerShape current = tiny_shape();
+  current.fp8 = Fp8Recipe::kCurrent;
+  const std::vector<OpCost> forward = layer_ops(tiny(), current, ComputePhase::kForward);
+  EXPECT_EQ(find(forward, "qkv-cast").bytes, 96 * 6);
+  EXPECT_EQ(find(forward, "mlp-up-weight-cast").bytes, 8 * 32 * 6);
+  const std::vector<OpCost> input = layer_ops(tiny(), current, ComputePhase::kBackwardInput);
+  EXPECT_EQ(find(input, "qkv-grad-cast").bytes, 288 * 6);
+}
+
+// dgx-h100: fp8 peak 1978.9e12 at fp8_gemm_efficiency 0.75 · (31.968 / 16.785) / 2 (Transformer
+// Engine's kernel speed-up at transformer shapes); 8192³ is 4096 tiles over 132 SMs in 32 waves.
+TEST(ComputeModel, Fp8GemmRunsAtTheFp8PeakAndEfficiency) {
+  const ComputeModel h100(hardware_preset("dgx-h100"), Precision::kBf16);
+  OpCost op = gemm_op(8192, 8192, 8192);
+  op.fp8 = true;
+  const double efficiency = 0.75 * (31.968 / 16.785) / 2 * 4096.0 / 4224.0;
+  EXPECT_DOUBLE_EQ(h100.gemm_efficiency(op), efficiency);
+  EXPECT_DOUBLE_EQ(h100.op_time(op), 2.0 * 8192 * 8192 * 8192 / (1978.9e12 * efficiency));
+  // The same GEMM in bf16 takes 1978.9 · 0.714 / (989.4 · 0.75) ≈ 1.9 times as long.
+  OpCost bf16 = op;
+  bf16.fp8 = false;
+  EXPECT_NEAR(h100.op_time(bf16) / h100.op_time(op), 1978.9 / 989.4 * (31.968 / 16.785) / 2, 1e-12);
+  // Without an fp8 efficiency of its own a GPU's FP8 GEMMs use its gemm_efficiency.
+  HardwareSpec plain = hardware_preset("dgx-h100");
+  plain.gpu.fp8_gemm_efficiency.reset();
+  EXPECT_DOUBLE_EQ(ComputeModel(plain, Precision::kBf16).gemm_efficiency(op),
+                   0.75 * 4096.0 / 4224.0);
+}
+
+TEST(ComputeModel, Fp8GemmTakesItsProfileEntryAtFp8) {
+  CostProfile profile;
+  profile.set_compute("gemm:8192x8192x8192", Precision::kBf16, 9.0);  // the bf16 GEMM's
+  const ComputeModel plain(hardware_preset("dgx-h100"), Precision::kBf16);
+  const ComputeModel profiled(hardware_preset("dgx-h100"), Precision::kBf16, &profile);
+  OpCost op = gemm_op(8192, 8192, 8192);
+  op.fp8 = true;
+  EXPECT_EQ(profiled.op_time(op), plain.op_time(op));
+  profile.set_compute("gemm:8192x8192x8192", Precision::kFp8, 0.25);
+  EXPECT_EQ(profiled.op_time(op), 0.25);
+}
+
+TEST(ComputeModel, Fp8GemmOnAGpuWithoutAnFp8PeakIsAConfigError) {
+  OpCost op = gemm_op(64, 64, 64);
+  op.name = "qkv";
+  op.fp8 = true;
+  EXPECT_THAT([&] { (void)a100().op_time(op); },
+              ThrowsMessage<InvalidConfig>(AllOf(HasSubstr("dgx-a100"), HasSubstr("fp8"),
+                                                 HasSubstr("parallel.fp8"), HasSubstr("qkv"))));
+}
+
 TEST(LayerPhaseCosts, CostsEachPhaseAndSumsTheBackward) {
   HardwareSpec hw = hardware_preset("dgx-a100");
   hw.gpu.sm_count = 0;

@@ -297,6 +297,32 @@ TEST(StateMemory, Llama2FsdpAndFairscaleByHand) {
   EXPECT_DOUBLE_EQ(sdp.total(), 6'738'415'616.0 * 5.5);
 }
 
+// FP8 training adds Transformer Engine's row- and column-wise FP8 copies of the linear GEMM
+// weights, 2 B each: small_gelu has per layer 16·48 (QKV) + 16·16 (projection) + 2·16·64 (MLP) =
+// 3072 of them, 6144 in its 2 layers (no biases, norms or embeddings); tp 2 halves them. Policies
+// that shard the weights cast each gathered layer and keep no copy.
+TEST(StateMemory, Fp8AddsTwoBytesPerLinearGemmWeight) {
+  const ParallelSpec plain{.dp = 2};
+  ParallelSpec fp8 = plain;
+  fp8.fp8 = Fp8Recipe::kDelayed;
+  const auto extra = [&](const ParallelSpec& with, const ParallelSpec& without, StatePolicy p) {
+    const StateBytes a = state_memory(small_gelu(), with, p, 0);
+    const StateBytes b = state_memory(small_gelu(), without, p, 0);
+    EXPECT_EQ(a.gradients, b.gradients);
+    EXPECT_EQ(a.optimizer, b.optimizer);
+    return a.weights - b.weights;
+  };
+  EXPECT_EQ(extra(fp8, plain, StatePolicy::kDdp), 2 * 6144);
+  EXPECT_EQ(extra(fp8, plain, StatePolicy::kMegatronDistopt), 2 * 6144);
+  ParallelSpec tp2 = plain;
+  tp2.tp = 2;
+  ParallelSpec fp8_tp2 = tp2;
+  fp8_tp2.fp8 = Fp8Recipe::kCurrent;
+  EXPECT_EQ(extra(fp8_tp2, tp2, StatePolicy::kZero1), 6144);
+  EXPECT_EQ(extra(fp8, plain, StatePolicy::kZero3), 0);
+  EXPECT_EQ(extra(fp8, plain, StatePolicy::kFsdp2), 0);
+}
+
 // tiny_moe, ZeRO-1, dp 4, ep 2: dense 648 parameters over 4 shards (2 + 2 + 12/4 = 7 B),
 // experts 576 over 4/2 = 2 shards (2 + 2 + 12/2 = 10 B):
 //   weights 1224·2 = 2448, gradients 2448, optimizer 648·3 + 576·6 = 5400; total 10296
@@ -377,6 +403,21 @@ TEST(LayerActivationBytes, FusedAttentionDropsTheScoreTermsAndKeepsTheSoftmaxSta
   fused_tp.fused_attention = true;
   EXPECT_EQ(layer_activation_bytes(small_gelu(), fused_tp, Recompute::kNone),
             10 * 128 + 24 * 128 / 2 + 64);
+}
+
+// FP8 training keeps the four linear GEMMs' inputs in FP8 (1 B instead of 2): of Korthikanti's
+// 34·sbh the QKV, projection and up inputs (2 each) and the down input (8) drop by 7·sbh.
+// small_gelu, b 1, s 8 (sbh = 128, scores 5·a·s²·b = 1280): 27·128 + 1280. Under tp 2 (no sp) the
+// replicated 10·sbh become 8 (QKV and up inputs) and the split 24·sbh become 19 (projection and
+// down inputs): 8·128 + 19·128/2 + 1280/2.
+TEST(LayerActivationBytes, Fp8KeepsTheLinearGemmInputsInOneByte) {
+  LayerShape fp8 = shape(1, 8, 1);
+  fp8.fp8 = Fp8Recipe::kDelayed;
+  EXPECT_EQ(layer_activation_bytes(small_gelu(), fp8, Recompute::kNone), 27 * 128 + 1280);
+  LayerShape fp8_tp = shape(1, 8, 2);
+  fp8_tp.fp8 = Fp8Recipe::kCurrent;
+  EXPECT_EQ(layer_activation_bytes(small_gelu(), fp8_tp, Recompute::kNone),
+            8 * 128 + 19 * 128 / 2 + 1280 / 2);
 }
 
 // Context parallelism cp = 2 on small_gelu (b 1, s 8, h 16, a 4): every term sees s/cp = 4

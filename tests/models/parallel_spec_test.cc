@@ -51,6 +51,15 @@ TEST(ValidateParallel, TensorParallelOverlapNeedsSequenceParallelism) {
   EXPECT_NO_THROW(validate(ParallelSpec{.num_microbatches = 1, .tp_comm_overlap = true}, toy()));
 }
 
+TEST(ValidateParallel, Fp8NeedsAModelDtypeToCastFrom) {
+  ModelSpec fp8_model = toy();
+  fp8_model.dtype = Precision::kFp8;
+  expect_invalid({.num_microbatches = 1, .fp8 = Fp8Recipe::kDelayed}, fp8_model,
+                 "fp8 \"delayed\" needs a model dtype of bf16, fp16 or fp32");
+  EXPECT_NO_THROW(validate(ParallelSpec{.num_microbatches = 1}, fp8_model));
+  EXPECT_NO_THROW(validate(ParallelSpec{.num_microbatches = 1, .fp8 = Fp8Recipe::kCurrent}, toy()));
+}
+
 TEST(Recompute, NamesRoundTrip) {
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     EXPECT_EQ(parse_recompute(to_string(r)), r);
@@ -291,14 +300,15 @@ ParallelSpec every_field() {
           .seq_len = 4096,
           .recompute = Recompute::kSelective,
           .attention = AttentionKernel::kFused,
-          .tp_comm_overlap = true};
+          .tp_comm_overlap = true,
+          .fp8 = Fp8Recipe::kDelayed};
 }
 
 TEST(ParallelJson, WritesEveryKeyInCanonicalOrder) {
   EXPECT_EQ(to_json(every_field()),
             R"({"tp":8,"pp":16,"dp":4,"vp":2,"cp":2,"ep":4,"sequence_parallel":true,)"
             R"("microbatch_size":2,"global_batch":1024,"num_microbatches":128,"seq_len":4096,)"
-            R"("recompute":"selective","attention":"fused","tp_comm_overlap":true})"
+            R"("recompute":"selective","attention":"fused","tp_comm_overlap":true,"fp8":"delayed"})"
             "\n");
 }
 
@@ -306,7 +316,7 @@ TEST(ParallelJson, WritesUnsetOptionalsAsNull) {
   EXPECT_EQ(to_json(ParallelSpec{}),
             R"({"tp":1,"pp":1,"dp":1,"vp":1,"cp":1,"ep":1,"sequence_parallel":false,)"
             R"("microbatch_size":1,"global_batch":null,"num_microbatches":null,"seq_len":null,)"
-            R"("recompute":"none","attention":"unfused","tp_comm_overlap":false})"
+            R"("recompute":"none","attention":"unfused","tp_comm_overlap":false,"fp8":"off"})"
             "\n");
 }
 
@@ -317,6 +327,19 @@ TEST(ParallelJson, RoundTrips) {
   full_recompute.recompute = Recompute::kFull;
   full_recompute.global_batch.reset();
   EXPECT_EQ(parallel_from_json(to_json(full_recompute)), full_recompute);
+}
+
+TEST(Fp8Recipe, NamesRoundTrip) {
+  for (const Fp8Recipe recipe : {Fp8Recipe::kOff, Fp8Recipe::kDelayed, Fp8Recipe::kCurrent}) {
+    EXPECT_EQ(parse_fp8_recipe(to_string(recipe)), recipe);
+  }
+  EXPECT_EQ(parse_fp8_recipe("hybrid"), std::nullopt);
+}
+
+TEST(ParallelJson, AnUnknownFp8RecipeIsNamed) {
+  EXPECT_THAT([] { (void)parallel_from_json(R"({"fp8":"mxfp8"})", "p.json"); },
+              ::testing::ThrowsMessage<ParseError>(
+                  ::testing::AllOf(::testing::HasSubstr("fp8"), ::testing::HasSubstr("mxfp8"))));
 }
 
 TEST(ParallelJson, AnUnknownAttentionKernelIsNamed) {

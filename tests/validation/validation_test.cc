@@ -66,6 +66,17 @@ TEST(Validation, IterationTimeIsTheSimulatedStep) {
   EXPECT_DOUBLE_EQ(*o.predicted, scenario::evaluate(*c.scenario).iteration_time_s);
 }
 
+TEST(Validation, TokensPerGpuAreTheStepsTokensOverThePredictedTimeAndGpus) {
+  const PublishedCase c =
+      read_one(R"({"quantity": "tokens_per_s_per_gpu", "value": 5000})", kScenario);
+  const CaseOutcome o = validate_case(c);
+  ASSERT_TRUE(o.predicted.has_value()) << o.failure;
+  // 32 sequences of 2048 tokens on 8 GPUs.
+  const double t = scenario::evaluate(*c.scenario).iteration_time_s;
+  EXPECT_NEAR(*o.predicted, 32.0 * 2048 / t / 8, 1e-9);
+  EXPECT_NEAR(o.error, (*o.predicted - 5000) / 5000, 1e-12);
+}
+
 TEST(Validation, ACaseMetronCannotBuildIsAFailureNotAnError) {
   // 24 layers do not split over pp 5.
   const std::string bad = R"({"model": "gpt3-1.3b", "hardware": "dgx-a100", "parallel":

@@ -93,8 +93,9 @@ PublishedFigure read_figure(const CaseReader& r, const Json& p) {
   PublishedFigure f;
   const std::string quantity = r.text(p, "quantity", "published.quantity");
   bool known = false;
-  for (const PublishedQuantity q : {PublishedQuantity::kTflopsPerGpu, PublishedQuantity::kMfu,
-                                    PublishedQuantity::kIterationTime}) {
+  for (const PublishedQuantity q :
+       {PublishedQuantity::kTflopsPerGpu, PublishedQuantity::kMfu,
+        PublishedQuantity::kIterationTime, PublishedQuantity::kTokensPerGpu}) {
     if (to_string(q) == quantity) {
       f.quantity = q;
       known = true;
@@ -102,13 +103,14 @@ PublishedFigure read_figure(const CaseReader& r, const Json& p) {
   }
   if (!known) {
     r.fail("published.quantity",
-           "expected tflops_per_gpu, mfu or iteration_time_s, got \"" + quantity + "\"");
+           "expected tflops_per_gpu, mfu, iteration_time_s or tokens_per_s_per_gpu, got \"" +
+               quantity + "\"");
   }
   f.value = r.positive(p, "value", "published.value");
   if (f.quantity == PublishedQuantity::kMfu && f.value > 1) {
     r.fail("published.value", "an MFU is a fraction in (0, 1]");
   }
-  if (f.quantity != PublishedQuantity::kIterationTime) {
+  if (f.quantity == PublishedQuantity::kTflopsPerGpu || f.quantity == PublishedQuantity::kMfu) {
     const std::string flops = r.text(p, "flops", "published.flops");
     f.flops = parse_flops_formula(flops);
     if (!f.flops) {
@@ -152,7 +154,7 @@ PublishedCase read_case(const Json& c, std::size_t index, const std::string& sou
   out.scenario = scenario::scenario_from_json(c.at("scenario").dump(),
                                               source + ": " + r.where() + ": scenario");
   if (!out.scenario->model && out.published.quantity != PublishedQuantity::kIterationTime) {
-    r.fail("scenario.model", "missing; the published FLOPs formula needs the model");
+    r.fail("scenario.model", "missing; the published FLOPs formula or token count needs the model");
   }
   return out;
 }
@@ -167,6 +169,8 @@ std::string_view to_string(PublishedQuantity quantity) noexcept {
       return "mfu";
     case PublishedQuantity::kIterationTime:
       return "iteration_time_s";
+    case PublishedQuantity::kTokensPerGpu:
+      return "tokens_per_s_per_gpu";
   }
   return "?";
 }

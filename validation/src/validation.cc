@@ -10,7 +10,7 @@
 namespace metron::validation {
 
 double predicted_quantity(PublishedQuantity quantity, double iteration_time_s, double flops,
-                          std::int64_t gpus, double peak_flops) {
+                          std::int64_t gpus, double peak_flops, double tokens) {
   const double per_gpu = flops / iteration_time_s / static_cast<double>(gpus);
   switch (quantity) {
     case PublishedQuantity::kTflopsPerGpu:
@@ -19,6 +19,8 @@ double predicted_quantity(PublishedQuantity quantity, double iteration_time_s, d
       return per_gpu / peak_flops;
     case PublishedQuantity::kIterationTime:
       return iteration_time_s;
+    case PublishedQuantity::kTokensPerGpu:
+      return tokens / iteration_time_s / static_cast<double>(gpus);
   }
   return 0;
 }
@@ -47,10 +49,14 @@ CaseOutcome validate_case(const PublishedCase& c) {
   }
   double flops = 0;
   double peak = 0;
+  double tokens = 0;
+  // The formulas count the sequences of the whole step: microbatches of every replica.
+  const std::int64_t global_batch = p.microbatches().value_or(0) * p.microbatch_size * p.dp;
   if (c.published.flops) {
-    // The formulas count the sequences of the whole step: microbatches of every replica.
-    const std::int64_t global_batch = p.microbatches().value_or(0) * p.microbatch_size * p.dp;
     flops = step_flops(*c.published.flops, *s.model, global_batch, p.sequence_length(*s.model));
+  }
+  if (c.published.quantity == PublishedQuantity::kTokensPerGpu) {
+    tokens = static_cast<double>(global_batch) * static_cast<double>(p.sequence_length(*s.model));
   }
   if (c.published.quantity == PublishedQuantity::kMfu) {
     if (c.published.peak_tflops) {
@@ -65,7 +71,7 @@ CaseOutcome validate_case(const PublishedCase& c) {
     }
   }
   out.predicted =
-      predicted_quantity(c.published.quantity, e.iteration_time_s, flops, p.gpus(), peak);
+      predicted_quantity(c.published.quantity, e.iteration_time_s, flops, p.gpus(), peak, tokens);
   out.error = (*out.predicted - c.published.value) / c.published.value;
   return out;
 }

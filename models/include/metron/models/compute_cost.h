@@ -28,8 +28,28 @@
 //   tables' own convention (the backward recomputes the scores, hence 2.5 rather than 2).
 //   Without a table it is costed like the two products at the GEMM efficiency, causal mask
 //   ignored.
+//
+// Note [fp8 training]: parallel.fp8 runs the transformer layers' linear GEMMs as Transformer
+// Engine does under Megatron-Core: qkv, attention-out and the MLP's (each expert's) up or gate-up
+// and down, with their dgrad and wgrad, on the FP8 tensor cores (OpCost::fp8): timed at the GPU's
+// fp8 peak times gpu.fp8_gemm_efficiency with the usual tile and wave quantization, operands of
+// one byte, the output in the model's dtype; a profile entry is looked up at dtype fp8. The
+// attention core, the router, the LM head, the embedding and every element-wise op stay in the
+// model's dtype (TE's defaults: no FP8 attention; Megatron keeps the output layer out of FP8).
+// Before each FP8 GEMM its operands are cast: in F the input X (m×k, "<gemm>-cast") and the
+// weight (k×n, "<gemm>-weight-cast", every microbatch), in I the output gradient (m×n,
+// "<gemm>-grad-cast"); W reuses the transposed copies these casts wrote. A cast is an
+// element-wise op that reads the tensor (e bytes) and writes it in FP8 row- and column-wise (the
+// transposed copy Hopper's FP8 GEMMs need for the other product): e + 2 bytes per element under
+// delayed scaling, whose scale comes from the amax history, and 2e + 2 under current scaling,
+// which first reads the tensor for its amax. By this count the casts of TE's own GEMM benchmark
+// run at stream bandwidth (hardware_presets.cc). Not modelled: TE's fusion of a cast into the
+// norm or activation before it (counted as a separate pass here), its cache of the weights' casts
+// across microbatches (Megatron's is_first_microbatch), and FP8 all-gathers under sequence
+// parallelism (the cast is counted on the gathered input).
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -69,6 +89,7 @@ struct OpCost {
   std::int64_t batch = 1;  ///< batched GEMM count; otherwise 1
   double flops = 0;        ///< matrix FLOPs (Note [compute accounting])
   double bytes = 0;        ///< HBM bytes read + written
+  bool fp8 = false;        ///< a GEMM on the FP8 tensor cores (Note [fp8 training])
 
   /// The key a CostProfile stores this op's measured time under: "gemm:MxNxK",
   /// "batched-gemm:BATCHxMxNxK", "elementwise:<name>:<elements>",
@@ -109,9 +130,11 @@ class ComputeModel {
   /// `profile`, when given, must outlive the model.
   ComputeModel(HardwareSpec hardware, Precision dtype, const CostProfile* profile = nullptr);
 
-  /// The fraction of peak a GEMM of this shape reaches (1 for element-wise ops).
+  /// The fraction of its peak (the fp8 one for an FP8 GEMM) a GEMM of this shape reaches (1 for
+  /// element-wise ops).
   [[nodiscard]] double gemm_efficiency(const OpCost& op) const;
-  /// Seconds: the profile's entry for op.profile_key() at this dtype, else the roofline.
+  /// Seconds: the profile's entry for op.profile_key() at this dtype (fp8 for an FP8 GEMM), else
+  /// the roofline. Throws InvalidConfig for an FP8 GEMM on a GPU without an fp8 peak.
   [[nodiscard]] double op_time(const OpCost& op) const;
   /// The compute-bound time of a fused attention op (Note [compute accounting]).
   [[nodiscard]] double fused_attention_compute_time(const OpCost& op) const;
@@ -122,9 +145,13 @@ class ComputeModel {
   [[nodiscard]] Precision dtype() const { return dtype_; }
 
  private:
+  /// The peak FLOP/s `op` runs against: the fp8 one for an FP8 GEMM, else the dtype's.
+  [[nodiscard]] double peak_for(const OpCost& op) const;
+
   HardwareSpec hardware_;
   Precision dtype_;
-  double peak_flops_;  // hardware_.gpu.peak(dtype_); InvalidConfig when absent
+  double peak_flops_;                     // hardware_.gpu.peak(dtype_); InvalidConfig when absent
+  std::optional<double> fp8_peak_flops_;  // hardware_.gpu.peak(kFp8)
   const CostProfile* profile_;
 };
 

@@ -7,6 +7,7 @@
 //            "peak_flops": {"bf16": 9.894e14, "fp16": 9.894e14, "fp32": 6.69e13, "fp8": 1.9789e15},
 //            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000,
 //            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85,
+//            "fp8_gemm_efficiency": 0.714,
 //            "fused_attention": {"kernel": "cuDNN fused attention", "seq_lens": [512, 4096],
 //                                "forward": [3.15e14, 5.18e14], "backward": [3.05e14, 4.99e14]}},
 //    "gpus_per_node": 8,
@@ -27,6 +28,10 @@
 //                         (microbenchmarks, never fitted to training runs); 1 = the peak.
 //   gpu.memory_efficiency in (0, 1]: the fraction of hbm_bandwidth that streaming kernels reach
 //                         (STREAM-like microbenchmarks); 1 = the datasheet bandwidth.
+//   gpu.fp8_gemm_efficiency
+//                         optional, in (0, 1]: gemm_efficiency for FP8 GEMMs, a fraction of the
+//                         fp8 peak (parallel.fp8, Note [fp8 training] in compute_cost.h).
+//                         Absent: gemm_efficiency.
 //   gpu.fused_attention   optional: the throughput of the flash-style attention kernel that
 //                         "attention": "fused" runs, measured for causal attention with head
 //                         dim 128 at each sequence length, in FLOP/s by FlashAttention's
@@ -59,7 +64,8 @@
 //                         device (SMs and HBM on a GPU, the cores and memory on a CPU).
 //
 // Required: everything but gpu.sm_count (default 0), gpu.gemm_efficiency (default 1.0),
-// gpu.memory_efficiency (default 1.0), gpu.fused_attention (absent), hardware_queues (default 8),
+// gpu.memory_efficiency (default 1.0), gpu.fp8_gemm_efficiency (absent), gpu.fused_attention
+// (absent), hardware_queues (default 8),
 // compute_slowdown_during_comm and comm_slowdown_during_compute (default 0.0).
 
 #include <cstdint>
@@ -109,12 +115,13 @@ struct AttentionKernelTable {
 /// kernels reach (the roofline of compute_cost.h).
 struct GpuSpec {
   std::string name;
-  std::map<Precision, double> peak_flops;  // FLOP/s; a precision the GPU lacks is absent
-  double hbm_bandwidth = 0;                // bytes/s
-  std::int64_t hbm_capacity = 0;           // bytes
-  std::int64_t sm_count = 0;               // 0 = unknown: no tile/wave quantization
-  double gemm_efficiency = 1.0;            // (0, 1]: fraction of the peak large GEMMs reach
-  double memory_efficiency = 1.0;          // (0, 1]: fraction of hbm_bandwidth streams reach
+  std::map<Precision, double> peak_flops;     // FLOP/s; a precision the GPU lacks is absent
+  double hbm_bandwidth = 0;                   // bytes/s
+  std::int64_t hbm_capacity = 0;              // bytes
+  std::int64_t sm_count = 0;                  // 0 = unknown: no tile/wave quantization
+  double gemm_efficiency = 1.0;               // (0, 1]: fraction of the peak large GEMMs reach
+  double memory_efficiency = 1.0;             // (0, 1]: fraction of hbm_bandwidth streams reach
+  std::optional<double> fp8_gemm_efficiency;  // (0, 1] of the fp8 peak; absent: gemm_efficiency
   std::optional<AttentionKernelTable> fused_attention;  // absent: costed as its GEMMs
 
   /// The dense peak FLOP/s at `precision`, or nullopt when the GPU does not support it.

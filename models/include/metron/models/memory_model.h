@@ -30,6 +30,10 @@
 // and every rank keeps its bucketed ones, so its peak is zero1's. FSDP1 (FlatParameter) and FSDP2
 // (per-parameter DTensor) with FULL_SHARD / reshard_after_forward shard all three like ZeRO-3;
 // the unsharded units they gather transiently are the sync pass's buffers, not state.
+// Under FP8 training (parallel.fp8, Note [fp8 training] in compute_cost.h) a rank also keeps
+// Transformer Engine's FP8 copies of its linear GEMM weights, row- and column-wise: 2 B more per
+// such weight, counted with the weights (not under the policies that shard weights, whose
+// gathered layers are cast and dropped one by one).
 //
 // Note [activation bytes]: per layer and microbatch, Korthikanti et al. 2022 (§4), generalised
 // from their inventory to GQA, any ffn width, SwiGLU and MoE; activations in the model's dtype
@@ -39,7 +43,9 @@
 //   + sequence parallel            sbh/t·(34 + 5as/h)
 //   + selective recompute          sbh·(10 + 24/t),  with sequence parallel 34·sbh/t
 //   full recompute                 2sbh (the layer's input), with sequence parallel 2sbh/t
-// "swiglu" models (Llama) train without dropout, so they store no masks. Context parallelism
+// "swiglu" models (Llama) train without dropout, so they store no masks. Under FP8 training the
+// linear GEMMs' inputs are kept as Transformer Engine saves them, in FP8 (1 B): for bf16 the QKV,
+// projection, up and down inputs (2 + 2 + 2 + 8 of the 34·sbh) halve. Context parallelism
 // divides s by cp for every term but the score matrix's key dimension.
 
 #include <cstdint>

@@ -4,13 +4,13 @@
 //
 //   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
 //    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
-//    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false}
+//    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false, "fp8": "off"}
 //
 // Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
-// recompute to "none", attention to "unfused", tp_comm_overlap to false; seq_len defaults to the
-// model's (null = unset); global_batch and num_microbatches may be null. The number of microbatches
-// per iteration comes from num_microbatches when given, else from global_batch / (microbatch_size ·
-// dp); when both are given they must agree.
+// recompute to "none", attention to "unfused", tp_comm_overlap to false, fp8 to "off"; seq_len
+// defaults to the model's (null = unset); global_batch and num_microbatches may be null. The number
+// of microbatches per iteration comes from num_microbatches when given, else from global_batch /
+// (microbatch_size · dp); when both are given they must agree.
 //
 // Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
 // then pp; the ep ranks of an expert layer are carved out of the dp·cp ranks. This decides which
@@ -50,6 +50,17 @@ std::string_view to_string(AttentionKernel kernel) noexcept;
 /// The inverse of to_string; nullopt for any other text.
 std::optional<AttentionKernel> parse_attention_kernel(std::string_view name) noexcept;
 
+/// FP8 training as Transformer Engine runs it (Note [fp8 training] in compute_cost.h): off (every
+/// GEMM in the model's dtype); delayed (TE's DelayedScaling, Megatron's --fp8-format hybrid
+/// default: scales from the amax history of earlier steps, so a cast is one pass); current
+/// (Float8CurrentScaling: the amax of the tensor itself, one more read before the cast).
+enum class Fp8Recipe { kOff, kDelayed, kCurrent };
+
+/// "off", "delayed", "current".
+std::string_view to_string(Fp8Recipe recipe) noexcept;
+/// The inverse of to_string; nullopt for any other text.
+std::optional<Fp8Recipe> parse_fp8_recipe(std::string_view name) noexcept;
+
 /// Parallel sizes and batching (see Note [parallel JSON]).
 struct ParallelSpec {
   std::int64_t tp = 1;             ///< tensor parallel
@@ -69,6 +80,9 @@ struct ParallelSpec {
   /// all-gather and reduce-scatter is pipelined with the GEMM it feeds or follows
   /// (Note [layer collectives]). Needs sequence parallelism when tp > 1, as in Megatron.
   bool tp_comm_overlap = false;
+  /// The transformer layers' linear GEMMs in FP8 (Note [fp8 training]); needs a GPU with an fp8
+  /// peak.
+  Fp8Recipe fp8 = Fp8Recipe::kOff;
 
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }

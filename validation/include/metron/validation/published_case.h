@@ -18,7 +18,10 @@
 //   "mfu"                those FLOPs over the time and published.peak_tflops (per GPU, the peak
 //                        the source divided by; default: the scenario GPU's dense peak at the
 //                        model's dtype);
-//   "iteration_time_s"   seconds per training step (published.flops is not used).
+//   "iteration_time_s"   seconds per training step (published.flops is not used);
+//   "tokens_per_s_per_gpu"
+//                        training tokens (global batch · sequence length) per second and GPU
+//                        (published.flops is not used).
 // published.flops names the source's own formula, so that the prediction is compared on the
 // source's quantity rather than on metron's FLOPs count (flops_formulas.h).
 // A run metron cannot express has "unsupported": "why" instead of "scenario"; it is listed with
@@ -36,9 +39,9 @@
 namespace metron::validation {
 
 /// What a source printed for a run.
-enum class PublishedQuantity { kTflopsPerGpu, kMfu, kIterationTime };
+enum class PublishedQuantity { kTflopsPerGpu, kMfu, kIterationTime, kTokensPerGpu };
 
-/// "tflops_per_gpu", "mfu", "iteration_time_s".
+/// "tflops_per_gpu", "mfu", "iteration_time_s", "tokens_per_s_per_gpu".
 std::string_view to_string(PublishedQuantity quantity) noexcept;
 
 struct PublishedFigure {

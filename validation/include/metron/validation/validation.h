@@ -48,10 +48,10 @@ struct GroupSummary {
 std::vector<GroupSummary> summarize(const std::vector<CaseOutcome>& outcomes);
 
 /// The predicted value of `quantity` for a step of `iteration_time_s` on `gpus` GPUs whose FLOPs
-/// by the source's formula are `flops` (unused for iteration_time_s); `peak_flops` per GPU is
-/// mfu's denominator.
+/// by the source's formula are `flops` (used by tflops_per_gpu and mfu) and which trains on
+/// `tokens` tokens (used by tokens_per_s_per_gpu); `peak_flops` per GPU is mfu's denominator.
 double predicted_quantity(PublishedQuantity quantity, double iteration_time_s, double flops,
-                          std::int64_t gpus, double peak_flops);
+                          std::int64_t gpus, double peak_flops, double tokens = 0);
 
 /// `metron validate --json`: {"cases": [{id, group, source {title, ref, url}, quantity, flops,
 /// published, predicted, error, failure, iteration_time_s, bubble_fraction,

@@ -657,19 +657,20 @@ TEST(LayerOps, Fp8CurrentScalingReadsEachCastTensorTwice) {
   EXPECT_EQ(find(input, "qkv-grad-cast").bytes, 288 * 6);
 }
 
-// dgx-h100: fp8 peak 1978.9e12 at fp8_gemm_efficiency 0.75 · (31.968 / 16.785) / 2 (Transformer
-// Engine's kernel speed-up at transformer shapes); 8192³ is 4096 tiles over 132 SMs in 32 waves.
+// dgx-h100: fp8 peak 1978.9e12 at fp8_gemm_efficiency 0.75 · (1402.6 / 1978.9) / (794.5 / 989.4)
+// (H100's FP8 and BF16 matmul ceilings); 8192³ is 4096 tiles over 132 SMs in 32 waves.
 TEST(ComputeModel, Fp8GemmRunsAtTheFp8PeakAndEfficiency) {
   const ComputeModel h100(hardware_preset("dgx-h100"), Precision::kBf16);
   OpCost op = gemm_op(8192, 8192, 8192);
   op.fp8 = true;
-  const double efficiency = 0.75 * (31.968 / 16.785) / 2 * 4096.0 / 4224.0;
+  const double fp8_efficiency = 0.75 * (1402.6 / 1978.9) / (794.5 / 989.4);
+  const double efficiency = fp8_efficiency * 4096.0 / 4224.0;
   EXPECT_DOUBLE_EQ(h100.gemm_efficiency(op), efficiency);
   EXPECT_DOUBLE_EQ(h100.op_time(op), 2.0 * 8192 * 8192 * 8192 / (1978.9e12 * efficiency));
-  // The same GEMM in bf16 takes 1978.9 · 0.714 / (989.4 · 0.75) ≈ 1.9 times as long.
+  // The same GEMM in bf16 takes 1402.6 / 794.5 ≈ 1.77 times as long: the ratio of the ceilings.
   OpCost bf16 = op;
   bf16.fp8 = false;
-  EXPECT_NEAR(h100.op_time(bf16) / h100.op_time(op), 1978.9 / 989.4 * (31.968 / 16.785) / 2, 1e-12);
+  EXPECT_NEAR(h100.op_time(bf16) / h100.op_time(op), 1402.6 / 794.5, 1e-12);
   // Without an fp8 efficiency of its own a GPU's FP8 GEMMs use its gemm_efficiency.
   HardwareSpec plain = hardware_preset("dgx-h100");
   plain.gpu.fp8_gemm_efficiency.reset();

@@ -7,7 +7,7 @@
 //            "peak_flops": {"bf16": 9.894e14, "fp16": 9.894e14, "fp32": 6.69e13, "fp8": 1.9789e15},
 //            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000,
 //            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85,
-//            "fp8_gemm_efficiency": 0.714,
+//            "fp8_gemm_efficiency": 0.662,
 //            "fused_attention": {"kernel": "cuDNN fused attention", "seq_lens": [512, 4096],
 //                                "forward": [3.15e14, 5.18e14], "backward": [3.05e14, 4.99e14]}},
 //    "gpus_per_node": 8,

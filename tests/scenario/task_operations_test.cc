@@ -104,6 +104,60 @@ TEST(TaskOperations, PricedOneByOneTheyTakeTheTasksDuration) {
   }
 }
 
+TEST(TaskOperations, UnderFp8TheLinearGemmsRunInFp8AndStillAddUpToTheDuration) {
+  // FP8 training (Note [fp8 training]) on an H100: the executor gets the layers' linear GEMMs at
+  // dtype fp8 (the CUDA backend runs them on the FP8 tensor cores), the casts as element-wise
+  // operations, and attention's products and the LM head in bf16; priced one by one at those
+  // dtypes they take the task's duration.
+  Scenario s = gpt_125m("1f1b", 1);
+  s.hardware = models::hardware_preset("dgx-h100");
+  s.parallel.fp8 = models::Fp8Recipe::kDelayed;
+  const Step step = build_step(s, Replication::kSymmetric, Payload::kOperations);
+  const models::ComputeModel compute(s.hardware, s.model->dtype);
+  int fp8_gemms = 0;
+  int casts = 0;
+  int checked = 0;
+  for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
+    const auto* c = std::get_if<ir::Compute>(&step.graph.task(ir::TaskId{i}).op);
+    if (c == nullptr || c->operations.empty()) continue;
+    double seconds = 0;
+    for (const ir::Operation& o : c->operations) {
+      const bool linear = o.name.starts_with("qkv") || o.name.starts_with("attention-out") ||
+                          o.name.starts_with("mlp-");
+      const bool cast = o.name.ends_with("-cast");
+      casts += cast ? o.count : 0;
+      if (o.kind == ir::OperationKind::kGemm && linear) {
+        EXPECT_EQ(o.dtype, ir::DType::kFp8) << o.name;
+        fp8_gemms += o.count;
+      } else {
+        EXPECT_EQ(o.dtype, ir::DType::kBf16) << o.name;
+      }
+      models::OpCost op{.name = o.name,
+                        .m = o.m,
+                        .n = o.n,
+                        .k = o.k,
+                        .batch = o.batch,
+                        .bytes = static_cast<double>(o.bytes),
+                        .fp8 = o.dtype == ir::DType::kFp8};
+      if (o.kind != ir::OperationKind::kElementwise) {
+        op.kind = o.kind == ir::OperationKind::kGemm ? models::OpKind::kGemm
+                                                     : models::OpKind::kBatchedGemm;
+        op.flops = 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) *
+                   static_cast<double>(o.k) * static_cast<double>(o.batch);
+      }
+      seconds += o.count * compute.op_time(op);
+    }
+    const auto expected = static_cast<double>(step.durations[static_cast<std::size_t>(i)]);
+    EXPECT_NEAR(seconds * 1e9, expected, 1.0 + 1e-6 * expected) << "task " << i;
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+  // Each of the 12 layers runs 4 linear GEMMs forward and 8 backward (dgrad and wgrad) per
+  // microbatch (4), with 2 casts forward and 1 backward per GEMM.
+  EXPECT_EQ(fp8_gemms, 12 * 4 * 3 * 4);
+  EXPECT_EQ(casts, 12 * 4 * 3 * 4);
+}
+
 /// The key models::OpCost::profile_key() gives an operation, spelt out here from its format.
 std::string key_of(const ir::Operation& o) {
   const std::string mnk =

@@ -201,6 +201,15 @@ std::string render_text(const CostReport& r, const CostOptions& o,
       p.sequence_length(r.model), to_string(p.recompute), to_string(p.attention),
       p.fp8 == models::Fp8Recipe::kOff ? "" : fmt::format(", fp8 ({} scaling)", to_string(p.fp8)));
 
+  if (p.fp8 != models::Fp8Recipe::kOff) {
+    // The FP8 GEMMs run against twice that peak, so a phase of mostly FP8 GEMMs can pass 100 %.
+    out += fmt::format("'of peak' is of the {} peak; the FP8 GEMMs run against the fp8 peak{}\n\n",
+                       to_string(r.model.dtype),
+                       r.hardware.gpu.peak(models::Precision::kFp8)
+                           ? fmt::format(" of {:.1f} TFLOP/s",
+                                         *r.hardware.gpu.peak(models::Precision::kFp8) / 1e12)
+                           : std::string(" (which this GPU lacks)"));
+  }
   out += "One transformer layer, one microbatch, one GPU:\n" + phase_table(r.layer, r.peak);
   out +=
       fmt::format("  activations stored until the backward: {} MiB\n\n", mib(r.activation_bytes));

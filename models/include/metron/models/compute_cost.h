@@ -46,7 +46,8 @@
 // run at stream bandwidth (hardware_presets.cc). Not modelled: TE's fusion of a cast into the
 // norm or activation before it (counted as a separate pass here), its cache of the weights' casts
 // across microbatches (Megatron's is_first_microbatch), and FP8 all-gathers under sequence
-// parallelism (the cast is counted on the gathered input).
+// parallelism (the cast is counted on the gathered input). MoE experts run as one MLP over the
+// routed tokens (Note [op inventory]), so their weight casts count one expert's weights.
 
 #include <cstdint>
 #include <optional>

@@ -64,43 +64,53 @@ TEST(TaskOperations, AForwardComputesMegatronsFlopsPerLayer) {
   EXPECT_EQ(forwards, 4);  // one per microbatch
 }
 
+/// The op the compute model prices for an operation the executor runs: its shape and bytes, the
+/// matrix FLOPs of a GEMM, and FP8 where the operation runs at dtype fp8.
+models::OpCost op_cost_of(const ir::Operation& o) {
+  models::OpCost op{.name = o.name,
+                    .m = o.m,
+                    .n = o.n,
+                    .k = o.k,
+                    .batch = o.batch,
+                    .bytes = static_cast<double>(o.bytes),
+                    .fp8 = o.dtype == ir::DType::kFp8};
+  if (o.kind != ir::OperationKind::kElementwise) {
+    op.kind =
+        o.kind == ir::OperationKind::kGemm ? models::OpKind::kGemm : models::OpKind::kBatchedGemm;
+    op.flops = 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) *
+               static_cast<double>(o.k) * static_cast<double>(o.batch);
+  }
+  return op;
+}
+
+/// Every compute task's operations, priced by the compute model, add up to the duration the
+/// step gives the task: what the executor runs is what the simulator charged.
+void expect_operations_take_the_durations(const Scenario& s, const std::string& what) {
+  const Step step = build_step(s, Replication::kSymmetric, Payload::kOperations);
+  const models::ComputeModel compute(s.hardware, s.model->dtype);
+  int checked = 0;
+  for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
+    const auto* c = std::get_if<ir::Compute>(&step.graph.task(ir::TaskId{i}).op);
+    if (c == nullptr || c->operations.empty()) continue;
+    double seconds = 0;
+    for (const ir::Operation& o : c->operations) {
+      seconds += o.count * compute.op_time(op_cost_of(o));
+    }
+    const auto expected = static_cast<double>(step.durations[static_cast<std::size_t>(i)]);
+    // Durations are whole nanoseconds; the optimizer's shard is rounded to whole elements.
+    EXPECT_NEAR(seconds * 1e9, expected, 1.0 + 1e-6 * expected)
+        << what << " task " << i << " phase " << ir::to_string(c->phase);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << what;
+}
+
 TEST(TaskOperations, PricedOneByOneTheyTakeTheTasksDuration) {
-  // Every compute task's operations, priced by the compute model, add up to the duration the
-  // step gives the task: what the executor runs is what the simulator charged.
   for (const auto& [schedule, vp, recompute] :
        {std::tuple{"1f1b", 1, models::Recompute::kNone},
         std::tuple{"zb-h1", 1, models::Recompute::kSelective},
         std::tuple{"interleaved-1f1b", 2, models::Recompute::kFull}}) {
-    const Scenario s = gpt_125m(schedule, vp, recompute);
-    const Step step = build_step(s, Replication::kSymmetric, Payload::kOperations);
-    const models::ComputeModel compute(s.hardware, s.model->dtype);
-    int checked = 0;
-    for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
-      const auto* c = std::get_if<ir::Compute>(&step.graph.task(ir::TaskId{i}).op);
-      if (c == nullptr || c->operations.empty()) continue;
-      double seconds = 0;
-      for (const ir::Operation& o : c->operations) {
-        models::OpCost op{.name = o.name,
-                          .m = o.m,
-                          .n = o.n,
-                          .k = o.k,
-                          .batch = o.batch,
-                          .bytes = static_cast<double>(o.bytes)};
-        if (o.kind != ir::OperationKind::kElementwise) {
-          op.kind = o.kind == ir::OperationKind::kGemm ? models::OpKind::kGemm
-                                                       : models::OpKind::kBatchedGemm;
-          op.flops = 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) *
-                     static_cast<double>(o.k) * static_cast<double>(o.batch);
-        }
-        seconds += o.count * compute.op_time(op);
-      }
-      const auto expected = static_cast<double>(step.durations[static_cast<std::size_t>(i)]);
-      // Durations are whole nanoseconds; the optimizer's shard is rounded to whole elements.
-      EXPECT_NEAR(seconds * 1e9, expected, 1.0 + 1e-6 * expected)
-          << schedule << " task " << i << " phase " << ir::to_string(c->phase);
-      ++checked;
-    }
-    EXPECT_GT(checked, 0) << schedule;
+    expect_operations_take_the_durations(gpt_125m(schedule, vp, recompute), schedule);
   }
 }
 
@@ -112,46 +122,25 @@ TEST(TaskOperations, UnderFp8TheLinearGemmsRunInFp8AndStillAddUpToTheDuration) {
   Scenario s = gpt_125m("1f1b", 1);
   s.hardware = models::hardware_preset("dgx-h100");
   s.parallel.fp8 = models::Fp8Recipe::kDelayed;
+  expect_operations_take_the_durations(s, "fp8");
   const Step step = build_step(s, Replication::kSymmetric, Payload::kOperations);
-  const models::ComputeModel compute(s.hardware, s.model->dtype);
   int fp8_gemms = 0;
   int casts = 0;
-  int checked = 0;
-  for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
-    const auto* c = std::get_if<ir::Compute>(&step.graph.task(ir::TaskId{i}).op);
-    if (c == nullptr || c->operations.empty()) continue;
-    double seconds = 0;
+  for (const ir::Task& t : step.graph.tasks()) {
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr) continue;
     for (const ir::Operation& o : c->operations) {
       const bool linear = o.name.starts_with("qkv") || o.name.starts_with("attention-out") ||
                           o.name.starts_with("mlp-");
-      const bool cast = o.name.ends_with("-cast");
-      casts += cast ? o.count : 0;
+      casts += o.name.ends_with("-cast") ? o.count : 0;
       if (o.kind == ir::OperationKind::kGemm && linear) {
         EXPECT_EQ(o.dtype, ir::DType::kFp8) << o.name;
         fp8_gemms += o.count;
       } else {
         EXPECT_EQ(o.dtype, ir::DType::kBf16) << o.name;
       }
-      models::OpCost op{.name = o.name,
-                        .m = o.m,
-                        .n = o.n,
-                        .k = o.k,
-                        .batch = o.batch,
-                        .bytes = static_cast<double>(o.bytes),
-                        .fp8 = o.dtype == ir::DType::kFp8};
-      if (o.kind != ir::OperationKind::kElementwise) {
-        op.kind = o.kind == ir::OperationKind::kGemm ? models::OpKind::kGemm
-                                                     : models::OpKind::kBatchedGemm;
-        op.flops = 2.0 * static_cast<double>(o.m) * static_cast<double>(o.n) *
-                   static_cast<double>(o.k) * static_cast<double>(o.batch);
-      }
-      seconds += o.count * compute.op_time(op);
     }
-    const auto expected = static_cast<double>(step.durations[static_cast<std::size_t>(i)]);
-    EXPECT_NEAR(seconds * 1e9, expected, 1.0 + 1e-6 * expected) << "task " << i;
-    ++checked;
   }
-  EXPECT_GT(checked, 0);
   // Each of the 12 layers runs 4 linear GEMMs forward and 8 backward (dgrad and wgrad) per
   // microbatch (4), with 2 casts forward and 1 backward per GEMM.
   EXPECT_EQ(fp8_gemms, 12 * 4 * 3 * 4);

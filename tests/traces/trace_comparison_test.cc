@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
 #include "metron/base/error.h"
 #include "metron/traces/trace_checker.h"
@@ -130,6 +131,29 @@ TEST(TraceComparison, RefusesTracesOfDifferentGraphsAndTracesWithoutTasks) {
   EXPECT_THROW(
       static_cast<void>(compare_trace_steps(read_trace_step(trace(1.0), "p.json"), other, 3)),
       InvalidConfig);
+}
+
+// A slice whose start or duration no step can have is refused, naming the event, instead of
+// overflowing when durations are compared (fuzz/findings/trace_json: a dur of -9.2e18 us).
+TEST(TraceComparison, RefusesSlicesOfImpossibleTimes) {
+  const auto one_slice = [](const std::string& ts, const std::string& dur) {
+    return "{\"traceEvents\":[{\"ph\":\"X\",\"pid\":0,\"tid\":7,\"name\":\"F0 mb=0\","
+           "\"cat\":\"compute\",\"ts\":" +
+           ts + ",\"dur\":" + dur + ",\"args\":{\"task\":0}}]}";
+  };
+  EXPECT_EQ(read_trace_step(one_slice("5", "86400000000"), "day.json").tasks.at(0).duration_ns,
+            86'400'000'000'000);  // a day is the longest a task may take
+  for (const auto& [ts, dur] :
+       {std::pair{"0", "-1"}, std::pair{"0", "-9223372036854775808"}, std::pair{"0", "86400000001"},
+        std::pair{"0", "1e300"}, std::pair{"2e15", "1"}, std::pair{"-2e15", "1"}}) {
+    try {
+      static_cast<void>(read_trace_step(one_slice(ts, dur), "bad.json"));
+      ADD_FAILURE() << "accepted ts " << ts << " dur " << dur;
+    } catch (const InvalidConfig& e) {
+      EXPECT_THAT(e.what(), HasSubstr("bad.json: traceEvents[0] (\"F0 mb=0\")")) << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("out of range")) << e.what();
+    }
+  }
 }
 
 TEST(TraceComparison, SideBySideTracePassesThePerfettoRules) {

@@ -28,10 +28,28 @@ Json parse(std::string_view text, const std::string& source) {
   return doc;
 }
 
-// Microseconds as Chrome traces write them, to integer nanoseconds.
-std::int64_t ns_of(const Json* us) {
-  if (us == nullptr || !us->is_number()) return 0;
-  return std::llround(us->get<double>() * 1000.0);
+// What a step's slice may hold (Note [input limits] in models/limits.h, which this leaf module
+// cannot include): a start within 2^60 ns (36 years) of the origin and a duration of 0 to a day,
+// so that no end, sum or difference of them overflows int64.
+constexpr std::int64_t kMaxStartNs = std::int64_t{1} << 60;
+constexpr std::int64_t kMaxDurationNs = std::int64_t{86'400} * 1'000'000'000;
+
+// Event `index`'s `key` (microseconds, as Chrome traces write them) in nanoseconds: 0 when
+// absent, as Perfetto reads it; a value out of the range above is refused, naming the event.
+std::int64_t slice_ns(const Json& event, const char* key, std::size_t index,
+                      const std::string& source) {
+  const Json* value = detail::member(event, key);
+  if (value == nullptr || !value->is_number()) return 0;
+  const std::int64_t ns = detail::nanoseconds(value).value_or(0);
+  const bool is_duration = std::string_view(key) == "dur";
+  const std::int64_t low = is_duration ? 0 : -kMaxStartNs;
+  const std::int64_t high = is_duration ? kMaxDurationNs : kMaxStartNs;
+  if (ns < low || ns > high) {
+    throw InvalidConfig(fmt::format(
+        "{}: traceEvents[{}] (\"{}\"): {} {} us is out of range; expected {} to {} us", source,
+        index, detail::string_member(event, "name"), key, value->dump(), low / 1000, high / 1000));
+  }
+  return ns;
 }
 
 double error(double predicted, double measured) {
@@ -79,7 +97,9 @@ TraceStep read_trace_step(std::string_view text, const std::string& source) {
   };
   std::vector<CommTask> comm_tasks;
   std::map<std::int64_t, std::int64_t> rendezvous;  // by instance: the latest member start
-  for (const Json& e : doc["traceEvents"]) {
+  const Json& events = doc["traceEvents"];
+  for (std::size_t index = 0; index < events.size(); ++index) {
+    const Json& e = events[index];
     const std::string ph = detail::string_member(e, "ph");
     const std::optional<std::int64_t> pid = detail::integer(detail::member(e, "pid"));
     if (!pid) continue;
@@ -93,8 +113,8 @@ TraceStep read_trace_step(std::string_view text, const std::string& source) {
       continue;
     }
     if (ph != "X") continue;
-    const std::int64_t start = ns_of(detail::member(e, "ts"));
-    const std::int64_t end = start + ns_of(detail::member(e, "dur"));
+    const std::int64_t start = slice_ns(e, "ts", index, source);
+    const std::int64_t end = start + slice_ns(e, "dur", index, source);
     const std::string cat = detail::string_member(e, "cat");
     const std::string name = detail::string_member(e, "name");
     if (cat == "bubble" && args != nullptr) {

@@ -203,12 +203,11 @@ std::string render_text(const CostReport& r, const CostOptions& o,
 
   if (p.fp8 != models::Fp8Recipe::kOff) {
     // The FP8 GEMMs run against twice that peak, so a phase of mostly FP8 GEMMs can pass 100 %.
-    out += fmt::format("'of peak' is of the {} peak; the FP8 GEMMs run against the fp8 peak{}\n\n",
-                       to_string(r.model.dtype),
-                       r.hardware.gpu.peak(models::Precision::kFp8)
-                           ? fmt::format(" of {:.1f} TFLOP/s",
-                                         *r.hardware.gpu.peak(models::Precision::kFp8) / 1e12)
-                           : std::string(" (which this GPU lacks)"));
+    // FP8 on a GPU without an fp8 peak was refused before this (ComputeModel::peak_for).
+    out += fmt::format(
+        "'of peak' is of the {} peak; the FP8 GEMMs run against the fp8 peak of "
+        "{:.1f} TFLOP/s\n\n",
+        to_string(r.model.dtype), r.hardware.gpu.peak(models::Precision::kFp8).value_or(0) / 1e12);
   }
   out += "One transformer layer, one microbatch, one GPU:\n" + phase_table(r.layer, r.peak);
   out +=

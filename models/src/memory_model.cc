@@ -37,17 +37,17 @@ constexpr double kMaskBytes = 1;
 constexpr double kLogitBytes = 4;
 
 // "gelu" (GPT-3, Megatron) models train with dropout and have biases; "swiglu" (Llama) neither.
+bool has_dropout(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
+bool has_biases(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
+
 // Transformer Engine keeps each FP8-cast weight row- and column-wise, one byte each.
 constexpr double kFp8CopyBytes = 2;
-
-bool has_dropout(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
 
 // A linear GEMM's input as its backward keeps it: in FP8 (one byte) under FP8 training, as
 // Transformer Engine saves the cast it made, else in the model's dtype.
 double gemm_input_bytes(const ModelSpec& model, const LayerShape& shape) {
   return shape.fp8 == Fp8Recipe::kOff ? element_bytes(model.dtype) : 1.0;
 }
-bool has_biases(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
 
 std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; }
 
@@ -62,12 +62,10 @@ std::int64_t row_parallel_bias(const ModelSpec& model) {
 // The weights of one layer's linear GEMMs on one tensor- and expert-parallel rank, which FP8
 // training casts (Note [fp8 training] in compute_cost.h): no biases, norms or router.
 std::int64_t linear_weights(const ModelSpec& model, std::int64_t tp, std::int64_t ep) {
-  const std::int64_t h = model.hidden;
-  const std::int64_t qkv_out = h + 2 * model.num_kv_heads() * model.head_dim();
-  const std::int64_t matrices = model.mlp == MlpKind::kSwiglu ? 3 : 2;
-  const std::int64_t attention = (h * qkv_out + h * h) / tp;
-  if (!model.moe) return attention + matrices * h * model.ffn_size() / tp;
-  return attention + model.moe->experts / ep * (matrices * h * model.moe->ffn_hidden / tp);
+  const std::int64_t attention = attention_weight_count(model) / tp;
+  if (!model.moe) return attention + mlp_weight_count(model, model.ffn_size()) / tp;
+  return attention +
+         model.moe->experts / ep * (mlp_weight_count(model, model.moe->ffn_hidden) / tp);
 }
 
 // One layer's parameters on one tensor-parallel and expert-parallel rank.

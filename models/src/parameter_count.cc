@@ -7,11 +7,10 @@ namespace {
 
 bool has_biases(const ModelSpec& spec) { return spec.mlp == MlpKind::kGelu; }
 
-// One MLP of width `ffn`: the dense MLP or a single expert.
+// One MLP of width `ffn`: the dense MLP or a single expert, with the biases of "gelu" models.
 std::int64_t one_mlp(const ModelSpec& spec, std::int64_t ffn) {
-  const std::int64_t h = spec.hidden;
-  if (spec.mlp == MlpKind::kSwiglu) return 3 * h * ffn;
-  return 2 * h * ffn + ffn + h;
+  const std::int64_t weights = mlp_weight_count(spec, ffn);
+  return has_biases(spec) ? weights + ffn + spec.hidden : weights;
 }
 
 // LayerNorm has a scale and a bias per channel; RMSNorm only a scale.
@@ -21,11 +20,21 @@ std::int64_t one_norm(const ModelSpec& spec) {
 
 }  // namespace
 
+std::int64_t qkv_width(const ModelSpec& spec) {
+  return spec.hidden + 2 * spec.num_kv_heads() * spec.head_dim();
+}
+
+std::int64_t attention_weight_count(const ModelSpec& spec) {
+  return spec.hidden * qkv_width(spec) + spec.hidden * spec.hidden;
+}
+
+std::int64_t mlp_weight_count(const ModelSpec& spec, std::int64_t ffn) {
+  return (spec.mlp == MlpKind::kSwiglu ? 3 : 2) * spec.hidden * ffn;
+}
+
 std::int64_t attention_parameter_count(const ModelSpec& spec) {
-  const std::int64_t h = spec.hidden;
-  const std::int64_t qkv_out = h + 2 * spec.num_kv_heads() * spec.head_dim();
-  const std::int64_t weights = h * qkv_out + h * h;
-  return has_biases(spec) ? weights + qkv_out + h : weights;
+  const std::int64_t weights = attention_weight_count(spec);
+  return has_biases(spec) ? weights + qkv_width(spec) + spec.hidden : weights;
 }
 
 std::int64_t mlp_parameter_count(const ModelSpec& spec) {

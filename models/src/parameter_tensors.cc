@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "metron/models/parameter_count.h"
 #include "spec_checks.h"
 
 namespace metron::models {
@@ -74,8 +75,7 @@ void add_layer(std::vector<ParameterTensor>& out, const ModelSpec& model, const 
   TensorList list(out, prefix, layer, false);
   const std::int64_t h = model.hidden;
   list.add_norm(model, "input_norm");
-  list.add_linear(model, "attention.qkv", h, h + 2 * model.num_kv_heads() * model.head_dim(),
-                  spec.tp, true);
+  list.add_linear(model, "attention.qkv", h, qkv_width(model), spec.tp, true);
   list.add_linear(model, "attention.proj", h, h, spec.tp, false);
   list.add_norm(model, "post_attention_norm");
   if (!model.moe) {

@@ -17,6 +17,17 @@
 
 namespace metron::models {
 
+/// The output width of the fused QKV projection: h queries plus the keys and values of the
+/// (grouped) key-value heads.
+std::int64_t qkv_width(const ModelSpec& spec);
+
+/// The weight matrices of one layer's attention block (QKV and output projection), no biases.
+std::int64_t attention_weight_count(const ModelSpec& spec);
+
+/// The weight matrices of one MLP of width `ffn` (the dense MLP or one expert): up and down,
+/// plus the gate of "swiglu" models; no biases.
+std::int64_t mlp_weight_count(const ModelSpec& spec, std::int64_t ffn);
+
 /// Weights and biases of one layer's attention block.
 std::int64_t attention_parameter_count(const ModelSpec& spec);
 

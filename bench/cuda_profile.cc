@@ -1,8 +1,9 @@
 // Measures the GPU the way the CUDA backend runs operations (metron::exec::cuda, Note [cuda
 // compute]) and writes the figures as JSON, next to the datasheet figures metron's preset for
-// that GPU uses: square GEMMs of each dtype (the GEMM efficiency curve), the GEMM shapes of
-// GPT-3 175B at tp 8, attention's batched products and the streaming kernel (achievable HBM
-// bandwidth). models/profiles/h100-sxm-measured.json was written by it (issue 19).
+// that GPU uses: square GEMMs of each dtype (the GEMM efficiency curve), the layer GEMMs of
+// GPT-3 175B at tp 8 and Llama 3 8B at tp 1 in bf16 and fp8, attention's batched products and the
+// streaming kernel (achievable HBM bandwidth). models/profiles/h100-sxm-measured.json was written
+// by it (issue 19).
 //
 //   cuda_profile -o FILE [--quick]      --quick: fewer sizes and iterations (a smoke run)
 //
@@ -103,7 +104,9 @@ int run(int argc, char** argv) {
       metron::bench::gpu_bench_setup(argc, argv, "cuda_profile", /*need_output=*/true,
                                      /*need_preset=*/false);
   if (!setup) return 2;
-  const auto& [output, quick, trace_dir, info, device, preset] = *setup;
+  const auto& [output, quick, only, skip, trace_dir, info, device, preset] = *setup;
+  static_cast<void>(only);  // one sweep, no steps to choose from
+  static_cast<void>(skip);
   static_cast<void>(trace_dir);  // no step runs here
   const cuda::CudaRunOptions run{.iterations = quick ? 2 : 5, .warmup = 1};
   nlohmann::json doc = {
@@ -139,21 +142,67 @@ int run(int argc, char** argv) {
     }
   }
 
-  // GPT-3 175B (h 12288, ffn 49152) at tp 8, microbatch 1 × 2048 tokens: the four linear layers
-  // of a transformer layer's forward, as the cost model lists them.
-  std::cerr << "GPT-3 175B tp 8 layer GEMMs\n";
-  nlohmann::json& layer = doc["gpt3_175b_tp8_gemm"] = nlohmann::json::array();
-  for (const auto& [name, n, k] :
-       {std::tuple{"qkv", 4608, 12288}, std::tuple{"attention-proj", 12288, 1536},
-        std::tuple{"mlp-up", 6144, 12288}, std::tuple{"mlp-down", 12288, 6144}}) {
-    Operation op{.name = name,
-                 .kind = OperationKind::kGemm,
-                 .m = 2048,
-                 .n = n,
-                 .k = k,
-                 .dtype = DType::kBf16};
-    op.count = repetitions_for(flops_of(op));
-    layer.push_back(gemm_entry(op, run, preset));
+  // The linear GEMMs of a transformer layer's forward, as the cost model lists them, in bf16 and
+  // in fp8 (what parallel.fp8 runs, Note [fp8 training]): GPT-3 175B (h 12288, ffn 49152) at tp 8,
+  // microbatch 1 x 2048 tokens, and Llama 3 8B (h 4096, GQA qkv 6144, SwiGLU ffn 14336) at tp 1,
+  // 1 x 8192 tokens, the shape of the Megatron README's H100 runs.
+  struct LayerGemms {
+    const char* key;
+    std::int64_t tokens;
+    std::vector<std::tuple<const char*, std::int64_t, std::int64_t>> gemms;  // name, n, k
+  };
+  const std::vector<LayerGemms> layers = {
+      {"gpt3_175b_tp8_gemm",
+       2048,
+       {{"qkv", 4608, 12288},
+        {"attention-proj", 12288, 1536},
+        {"mlp-up", 6144, 12288},
+        {"mlp-down", 12288, 6144}}},
+      {"llama3_8b_tp1_gemm",
+       8192,
+       {{"qkv", 6144, 4096},
+        {"attention-proj", 4096, 4096},
+        {"mlp-gate-up", 28672, 4096},
+        {"mlp-down", 4096, 14336}}},
+  };
+  for (const LayerGemms& layer : layers) {
+    std::cerr << layer.key << "\n";
+    nlohmann::json& entries = doc[layer.key] = nlohmann::json::array();
+    for (const DType dtype : {DType::kBf16, DType::kFp8}) {
+      for (const auto& [name, n, k] : layer.gemms) {
+        Operation op{.name = name,
+                     .kind = OperationKind::kGemm,
+                     .m = layer.tokens,
+                     .n = n,
+                     .k = k,
+                     .dtype = dtype};
+        op.count = repetitions_for(flops_of(op));
+        entries.push_back(gemm_entry(op, run, preset));
+      }
+    }
+  }
+
+  // Efficiency by shape (issue 18, item 1): a grid of m x n x k in bf16 and fp8, the measured
+  // table a shape-aware GEMM efficiency is checked against. m is the token count of a
+  // microbatch, n and k span the widths of hidden, qkv, ffn and tensor-parallel shards.
+  std::cerr << "GEMM grid\n";
+  nlohmann::json& grid = doc["gemm_grid"] = nlohmann::json::array();
+  const std::vector<std::int64_t> grid_m =
+      quick ? std::vector<std::int64_t>{2048} : std::vector<std::int64_t>{512, 2048, 8192, 16384};
+  const std::vector<std::int64_t> grid_nk =
+      quick ? std::vector<std::int64_t>{1024, 8192}
+            : std::vector<std::int64_t>{768, 1536, 3072, 6144, 12288, 24576, 49152};
+  for (const DType dtype : {DType::kBf16, DType::kFp8}) {
+    for (const std::int64_t m : grid_m) {
+      for (const std::int64_t n : grid_nk) {
+        for (const std::int64_t k : grid_nk) {
+          Operation op{
+              .name = "grid", .kind = OperationKind::kGemm, .m = m, .n = n, .k = k, .dtype = dtype};
+          op.count = repetitions_for(flops_of(op));
+          grid.push_back(gemm_entry(op, run, preset));
+        }
+      }
+    }
   }
 
   std::cerr << "attention products\n";
@@ -197,6 +246,46 @@ int run(int argc, char** argv) {
     }
     streams.push_back(entry);
   }
+  // The time of one tiny kernel among thousands back to back on one stream (issue 18, item 3):
+  // what a layer of many small kernels pays per kernel beyond its work, the floor of the
+  // streaming kernel and of a cuBLASLt call (host launch included when it is the slower side).
+  std::cerr << "back-to-back tiny kernels\n";
+  nlohmann::json& launch = doc["tiny_kernel"] = nlohmann::json::array();
+  for (const Operation& op : {Operation{.name = "add-4KiB",
+                             .kind = OperationKind::kElementwise,
+                             .m = 1,
+                             .bytes = 4096,
+                             .count = 2000},
+                              Operation{.name = "add-1MiB",
+                              .kind = OperationKind::kElementwise,
+                              .m = 1,
+                              .bytes = 1 << 20,
+                              .count = 2000},
+                              Operation{.name = "gemm-64",
+                              .kind = OperationKind::kGemm,
+                              .m = 64,
+                              .n = 64,
+                              .k = 64,
+                              .count = 2000,
+                              .dtype = DType::kBf16},
+                              Operation{.name = "gemm-128",
+                              .kind = OperationKind::kGemm,
+                              .m = 128,
+                              .n = 128,
+                              .k = 128,
+                              .count = 2000,
+                              .dtype = DType::kBf16}}) {
+    nlohmann::json entry = {{"name", op.name}, {"repetitions", op.count}};
+    try {
+      const double seconds = cuda::measure_operation_seconds(op, run);
+      entry["seconds_per_kernel"] = seconds;
+      std::cerr << fmt::format("  {:<10} {:8.2f} us per kernel\n", op.name, seconds * 1e6);
+    } catch (const metron::Error& e) {
+      entry["error"] = e.what();
+    }
+    launch.push_back(entry);
+  }
+
   metron::write_file_atomically(output, doc.dump(2) + "\n");
   std::cerr << "wrote " << output << "\n";
   return 0;

@@ -1,6 +1,7 @@
 #pragma once
 // What the GPU benchmark programs (cuda_profile, gpu_validate) share before they measure: their
-// command line (`-o FILE [--quick] [--trace-dir DIR]`) and the GPU they run on, with the preset
+// command line (`-o FILE [--quick] [--only TEXT] [--skip TEXT]
+// [--trace-dir DIR]`) and the GPU they run on, with the preset
 // that holds its datasheet figures.
 
 #include <iostream>
@@ -16,6 +17,8 @@ namespace metron::bench {
 struct GpuBench {
   std::string output;     ///< -o FILE; empty when not given
   bool quick = false;     ///< --quick: a smoke run
+  std::string only;       ///< --only TEXT (gpu_validate): the steps whose name contains TEXT
+  std::string skip;       ///< --skip TEXT (gpu_validate): leave out the steps whose name has it
   std::string trace_dir;  ///< --trace-dir DIR (gpu_validate); empty when not given
   exec::cuda::CudaInfo info;
   std::string device;  ///< e.g. "NVIDIA H100 80GB HBM3 (sm_90)"
@@ -34,11 +37,15 @@ inline std::optional<GpuBench> gpu_bench_setup(int argc, char** argv, const std:
       out.output = argv[++i];
     } else if (arg == "--quick") {
       out.quick = true;
+    } else if (arg == "--only" && i + 1 < argc) {
+      out.only = argv[++i];
+    } else if (arg == "--skip" && i + 1 < argc) {
+      out.skip = argv[++i];
     } else if (arg == "--trace-dir" && i + 1 < argc) {
       out.trace_dir = argv[++i];
     } else {
       std::cerr << "usage: " << program << (need_output ? " -o FILE" : " [-o FILE]")
-                << " [--quick] [--trace-dir DIR]\n";
+                << " [--quick] [--only TEXT] [--skip TEXT] [--trace-dir DIR]\n";
       return std::nullopt;
     }
   }

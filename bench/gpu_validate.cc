@@ -4,8 +4,13 @@
 // payload, as `metron profile --backend cuda` would store them), and measured by running the step
 // on the CUDA backend, side by side with the errors. scripts/validate_gpu.sh runs it.
 //
-//   gpu_validate [-o results.json] [--quick] [--trace-dir DIR]
-//     --quick: the first two steps only; --trace-dir: the first step's per-rank traces
+//   gpu_validate [-o results.json] [--quick] [--only TEXT] [--skip TEXT] [--trace-dir DIR]
+//     --quick: the first two steps only; --only: the steps whose name contains TEXT; --skip:
+//     without those whose name contains TEXT; --trace-dir: the first step's per-rank traces
+//
+// The steps with "fp8" in their name run the layers' linear GEMMs in FP8 (parallel.fp8, Note
+// [fp8 training]): the executor runs them as cuBLASLt e4m3 GEMMs after the casts the cost model
+// lists, so they check the preset's fp8_gemm_efficiency and the casts' traffic against this GPU.
 //
 // Only one rank: a run of several ranks needs the launcher and NCCL over several GPUs, which the
 // CLI's `metron run --backend cuda` is for. Exits 2 without a GPU or with a GPU metron has no
@@ -49,6 +54,7 @@ struct Case {
   std::int64_t seq = 0;
   std::int64_t microbatch_size = 1;
   std::int64_t microbatches = 1;
+  models::Fp8Recipe fp8 = models::Fp8Recipe::kOff;
 };
 
 scenario::Scenario scenario_of(const Case& c, const models::HardwareSpec& hardware) {
@@ -58,13 +64,15 @@ scenario::Scenario scenario_of(const Case& c, const models::HardwareSpec& hardwa
   s.gpus.reset();
   s.parallel = {.tp = 1, .pp = 1, .dp = 1, .microbatch_size = c.microbatch_size, .seq_len = c.seq};
   s.parallel.num_microbatches = c.microbatches;
+  s.parallel.fp8 = c.fp8;
   s.schedule = {.name = c.schedule};
   return s;
 }
 
 std::string name_of(const Case& c) {
-  return fmt::format("{} seq {} mbs {} m {} {}", c.model, c.seq, c.microbatch_size, c.microbatches,
-                     c.schedule);
+  return fmt::format(
+      "{} seq {} mbs {} m {} {}{}", c.model, c.seq, c.microbatch_size, c.microbatches, c.schedule,
+      c.fp8 == models::Fp8Recipe::kOff ? "" : fmt::format(" fp8 {}", to_string(c.fp8)));
 }
 
 /// The measured step's per-rank Kineto-shaped traces in `dir`, as `metron run --trace-dir`
@@ -97,16 +105,33 @@ int run(int argc, char** argv) {
       metron::bench::gpu_bench_setup(argc, argv, "gpu_validate", /*need_output=*/false,
                                      /*need_preset=*/true);
   if (!setup) return 2;
-  const auto& [output, quick, trace_dir, info, device, preset] = *setup;
+  const auto& [output, quick, only, skip, trace_dir, info, device, preset] = *setup;
   // Steps whose activations fit one 80 GB GPU (the executor allocates the graph's buffers, not
   // the model state): the schedule families that run on one rank, GPT and Llama shapes.
   std::vector<Case> cases = {
-      {"gpt3-1.3b", "none", 2048, 4, 4}, {"gpt3-1.3b", "zb-h1", 2048, 4, 4},
-      {"gpt3-350m", "none", 2048, 2, 4}, {"gpt3-2.7b", "1f1b", 2048, 1, 4},
-      {"gpt3-6.7b", "1f1b", 2048, 1, 4}, {"llama2-7b", "none", 4096, 1, 2},
-      {"llama3-8b", "1f1b", 2048, 1, 2}, {"gpt3-13b", "none", 2048, 1, 2},
+      {"gpt3-1.3b", "none", 2048, 4, 4},
+      {"gpt3-1.3b", "zb-h1", 2048, 4, 4},
+      {"gpt3-350m", "none", 2048, 2, 4},
+      {"gpt3-2.7b", "1f1b", 2048, 1, 4},
+      {"gpt3-6.7b", "1f1b", 2048, 1, 4},
+      {"llama2-7b", "none", 4096, 1, 2},
+      {"llama3-8b", "1f1b", 2048, 1, 2},
+      {"gpt3-13b", "none", 2048, 1, 2},
+      {"gpt3-1.3b", "none", 2048, 4, 4, models::Fp8Recipe::kDelayed},
+      {"gpt3-6.7b", "1f1b", 2048, 1, 4, models::Fp8Recipe::kDelayed},
+      {"llama3-8b", "1f1b", 2048, 1, 2, models::Fp8Recipe::kDelayed},
+      {"llama3-8b", "1f1b", 2048, 1, 2, models::Fp8Recipe::kCurrent},
+      {"gpt3-13b", "none", 2048, 1, 2, models::Fp8Recipe::kDelayed},
   };
-  if (quick) cases.resize(2);
+  // Copies: clang 14 cannot capture a structured binding in a lambda.
+  const std::string wanted = only;
+  const std::string unwanted = skip;
+  std::erase_if(cases, [&](const Case& c) {
+    const std::string name = name_of(c);
+    return name.find(wanted) == std::string::npos ||
+           (!unwanted.empty() && name.find(unwanted) != std::string::npos);
+  });
+  if (quick && cases.size() > 2) cases.resize(2);
   std::cout << fmt::format("{} (preset {}), CUDA runtime {}, driver {}, NCCL {}\n", device,
                            preset->name, info.runtime_version, info.driver_version,
                            info.nccl_version);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gpu_scenarios.h"
@@ -66,6 +67,28 @@ INSTANTIATE_TEST_SUITE_P(Schedules, OneRankSchedule,
                            std::erase(name, '-');
                            return name;
                          });
+
+// FP8 training (parallel.fp8, Note [fp8 training]): the step's operations payload lists the
+// layers' linear GEMMs at dtype fp8 after their casts, and the backend runs them as cuBLASLt e4m3
+// GEMMs in the same stream and event order as any other step.
+TEST(CudaBackend, RunsAnFp8StepsE4m3GemmsObeyingTheRules) {
+  scenario::Scenario s = one_gpu_scenario("1f1b", 1);
+  s.parallel.fp8 = models::Fp8Recipe::kDelayed;
+  const scenario::Step step =
+      scenario::build_step(s, scenario::Replication::kFull, scenario::Payload::kOperations);
+  std::int32_t fp8_gemms = 0;
+  for (std::int32_t t = 0; t < step.graph.num_tasks(); ++t) {
+    if (const auto* compute = std::get_if<ir::Compute>(&step.graph.task(ir::TaskId{t}).op)) {
+      for (const ir::Operation& op : compute->operations) {
+        fp8_gemms += op.kind == ir::OperationKind::kGemm && op.dtype == ir::DType::kFp8 ? 1 : 0;
+      }
+    }
+  }
+  ASSERT_GT(fp8_gemms, 0);
+  METRON_REQUIRE_GPU();
+  const MeasuredStep measured = run_cuda_single_rank(step.graph, {.iterations = 3});
+  expect_a_valid_run(step.graph, measured);
+}
 
 struct Policy {
   std::string name;

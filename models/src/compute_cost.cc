@@ -453,7 +453,15 @@ double ComputeModel::gemm_efficiency(const OpCost& op) const {
   const std::int64_t tiles = op.batch * tiles_m * tiles_n;
   const std::int64_t waves = ceil_div(tiles, gpu.sm_count);
   const double wave_util = double(tiles) / (double(waves) * double(gpu.sm_count));
-  return large * tile_util * wave_util;
+  // The fixed time per output tile, as the k it is worth at one SM's rate (Note [gemm tile
+  // overhead]).
+  double overhead_share = 1;
+  if (gpu.gemm_tile_overhead > 0 && op.k > 0) {
+    const double sm_rate = peak_for(op) * large / double(gpu.sm_count);
+    const double k0 = gpu.gemm_tile_overhead * sm_rate / (2.0 * double(kTile) * double(kTile));
+    overhead_share = double(op.k) / (double(op.k) + k0);
+  }
+  return large * tile_util * wave_util * overhead_share;
 }
 
 double ComputeModel::op_time(const OpCost& op) const {

@@ -91,6 +91,10 @@ void check_size_efficiency(std::vector<std::string>& problems, const std::string
   }
 }
 
+// A millisecond per GEMM output tile is a thousand times any GPU's (H100: 1.1 us); the bound
+// keeps a GEMM's efficiency, k / (k + k0), from rounding to zero.
+constexpr double kMaxTileOverhead = 1e-3;
+
 constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
                                      Precision::kFp8};
 
@@ -112,6 +116,10 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   check_fraction(problems, "gpu.memory_efficiency", spec.gpu.memory_efficiency);
   if (spec.gpu.fp8_gemm_efficiency) {
     check_fraction(problems, "gpu.fp8_gemm_efficiency", *spec.gpu.fp8_gemm_efficiency);
+  }
+  if (!(spec.gpu.gemm_tile_overhead >= 0 && spec.gpu.gemm_tile_overhead <= kMaxTileOverhead)) {
+    problems.push_back("gpu.gemm_tile_overhead: expected seconds in [0, 0.001], got " +
+                       number_text(spec.gpu.gemm_tile_overhead));
   }
   if (spec.gpu.fused_attention) check_attention_table(problems, *spec.gpu.fused_attention);
   check_positive(problems, "gpus_per_node", spec.gpus_per_node);
@@ -186,6 +194,9 @@ GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostic
   }
   if (const Json* efficiency = in.find("fp8_gemm_efficiency")) {
     gpu.fp8_gemm_efficiency = read_fraction(*efficiency, in.path_of("fp8_gemm_efficiency"));
+  }
+  if (const Json* overhead = in.find("gemm_tile_overhead")) {
+    gpu.gemm_tile_overhead = read_non_negative_number(*overhead, in.path_of("gemm_tile_overhead"));
   }
   if (const Json* table = in.find("fused_attention")) {
     gpu.fused_attention = read_attention_table(*table, in.path_of("fused_attention"), diagnostics);
@@ -306,6 +317,7 @@ std::string to_json(const HardwareSpec& spec) {
               {"gemm_efficiency", spec.gpu.gemm_efficiency},
               {"memory_efficiency", spec.gpu.memory_efficiency}};
   if (const auto& e = spec.gpu.fp8_gemm_efficiency) gpu["fp8_gemm_efficiency"] = *e;
+  if (spec.gpu.gemm_tile_overhead > 0) gpu["gemm_tile_overhead"] = spec.gpu.gemm_tile_overhead;
   if (const auto& t = spec.gpu.fused_attention) {
     gpu["fused_attention"] = {{"kernel", t->kernel},
                               {"seq_lens", t->seq_lens},

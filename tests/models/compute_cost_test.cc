@@ -467,6 +467,33 @@ TEST(ComputeModel, QuantizesTilesAndWaves) {
   EXPECT_DOUBLE_EQ(a100().gemm_efficiency(gemm_op(1536, 1152, 64)), 0.8);
 }
 
+// Note [gemm tile overhead], derived as time rather than as efficiency: a wave of tiles takes one
+// tile's k-loop, 2·128²·k FLOPs at one SM's rate R = peak · efficiency / sm_count, plus the fixed
+// time t; a GEMM takes that once per wave.
+TEST(ComputeModel, EachWaveOfTilesPaysTheTileOverheadOnTopOfItsKLoop) {
+  HardwareSpec hw = hardware_preset("dgx-h100");
+  constexpr double kOverhead = 1.1e-6;
+  ASSERT_EQ(hw.gpu.gemm_tile_overhead, kOverhead);  // the H100's, measured (hardware_presets.cc)
+  const ComputeModel h100(hw, Precision::kBf16);
+  const double rate = 989.4e12 * 0.75 / 132;
+  const auto wave = [&](double k, double r) { return 2.0 * 128 * 128 * k / r + kOverhead; };
+  // 1536 x 1408 = (12·128) x (11·128): 132 full tiles, one wave on 132 SMs.
+  for (const std::int64_t k : {768, 1536, 12288}) {
+    EXPECT_NEAR(h100.op_time(gemm_op(1536, 1408, k)), wave(double(k), rate), 1e-15) << k;
+  }
+  // 1536 x 2816: 264 tiles, two waves.
+  EXPECT_NEAR(h100.op_time(gemm_op(1536, 2816, 1536)), 2 * wave(1536, rate), 1e-15);
+  // FP8: the k-loop at the fp8 peak and efficiency, the same fixed time per tile.
+  OpCost fp8 = gemm_op(1536, 1408, 1536);
+  fp8.fp8 = true;
+  const double fp8_rate = 1978.9e12 * (0.75 * (1402.6 / 1978.9) / (794.5 / 989.4)) / 132;
+  EXPECT_NEAR(h100.op_time(fp8), wave(1536, fp8_rate), 1e-15);
+  // Without it the wave is its k-loop alone.
+  hw.gpu.gemm_tile_overhead = 0;
+  EXPECT_NEAR(ComputeModel(hw, Precision::kBf16).op_time(gemm_op(1536, 1408, 1536)),
+              wave(1536, rate) - kOverhead, 1e-15);
+}
+
 TEST(ComputeModel, UnknownSmCountSkipsQuantization) {
   HardwareSpec hw = hardware_preset("dgx-a100");
   hw.gpu.sm_count = 0;
@@ -660,7 +687,9 @@ TEST(LayerOps, Fp8CurrentScalingReadsEachCastTensorTwice) {
 // dgx-h100: fp8 peak 1978.9e12 at fp8_gemm_efficiency 0.75 · (1402.6 / 1978.9) / (794.5 / 989.4)
 // (H100's FP8 and BF16 matmul ceilings); 8192³ is 4096 tiles over 132 SMs in 32 waves.
 TEST(ComputeModel, Fp8GemmRunsAtTheFp8PeakAndEfficiency) {
-  const ComputeModel h100(hardware_preset("dgx-h100"), Precision::kBf16);
+  HardwareSpec spec = hardware_preset("dgx-h100");
+  spec.gpu.gemm_tile_overhead = 0;  // its own test: EachWaveOfTilesPaysTheTileOverhead...
+  const ComputeModel h100(spec, Precision::kBf16);
   OpCost op = gemm_op(8192, 8192, 8192);
   op.fp8 = true;
   const double fp8_efficiency = 0.75 * (1402.6 / 1978.9) / (794.5 / 989.4);
@@ -672,7 +701,7 @@ TEST(ComputeModel, Fp8GemmRunsAtTheFp8PeakAndEfficiency) {
   bf16.fp8 = false;
   EXPECT_NEAR(h100.op_time(bf16) / h100.op_time(op), 1402.6 / 794.5, 1e-12);
   // Without an fp8 efficiency of its own a GPU's FP8 GEMMs use its gemm_efficiency.
-  HardwareSpec plain = hardware_preset("dgx-h100");
+  HardwareSpec plain = spec;
   plain.gpu.fp8_gemm_efficiency.reset();
   EXPECT_DOUBLE_EQ(ComputeModel(plain, Precision::kBf16).gemm_efficiency(op),
                    0.75 * 4096.0 / 4224.0);

@@ -107,6 +107,12 @@ TEST(ValidateHardware, RejectsEachOutOfRangeField) {
                  where + "gpu.memory_efficiency: expected a number in (0, 1], got -0.5");
   expect_invalid(with([](HardwareSpec& s) { s.gpu.fp8_gemm_efficiency = 0.0; }),
                  where + "gpu.fp8_gemm_efficiency: expected a number in (0, 1], got 0");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.gemm_tile_overhead = 0.5; }),
+                 where + "gpu.gemm_tile_overhead: expected seconds in [0, 0.001], got 0.5");
+  expect_invalid(with([](HardwareSpec& s) {
+                   s.gpu.gemm_tile_overhead = std::numeric_limits<double>::quiet_NaN();
+                 }),
+                 where + "gpu.gemm_tile_overhead: expected seconds in [0, 0.001], got nan");
   expect_invalid(with([](HardwareSpec& s) { s.gpus_per_node = 0; }),
                  where + "gpus_per_node: expected a positive integer, got 0");
   expect_invalid(with([](HardwareSpec& s) {
@@ -171,6 +177,7 @@ TEST(HardwareJson, RoundTripsEveryField) {
   spec.gpu.gemm_efficiency = 0.75;
   spec.gpu.memory_efficiency = 0.85;
   spec.gpu.fp8_gemm_efficiency = 0.7;
+  spec.gpu.gemm_tile_overhead = 1.1e-6;
   spec.intra_node.latency = 1.3e-6;
   spec.hardware_queues = 32;
   spec.compute_slowdown_during_comm = 0.1;
@@ -288,11 +295,13 @@ TEST(HardwareJson, ReadsTheOptionalGpuFields) {
   const HardwareSpec spec = hardware_from_json(
       json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":100,"fp32":25},"hbm_bandwidth":10,)"
                     R"("hbm_capacity":1000,"sm_count":108,"gemm_efficiency":0.8,)"
-                    R"("memory_efficiency":1,"fp8_gemm_efficiency":0.7})"));
+                    R"("memory_efficiency":1,"fp8_gemm_efficiency":0.7,)"
+                    R"("gemm_tile_overhead":2e-6})"));
   EXPECT_EQ(spec.gpu.sm_count, 108);
   EXPECT_EQ(spec.gpu.gemm_efficiency, 0.8);
   EXPECT_EQ(spec.gpu.memory_efficiency, 1.0);
   EXPECT_EQ(spec.gpu.fp8_gemm_efficiency, 0.7);
+  EXPECT_EQ(spec.gpu.gemm_tile_overhead, 2e-6);
 }
 
 TEST(HardwareJson, RejectsOutOfRangeGpuFields) {
@@ -310,6 +319,8 @@ TEST(HardwareJson, RejectsOutOfRangeGpuFields) {
                      "hw.json: gpu.memory_efficiency: expected a number in (0, 1], got \"high\"");
   expect_parse_error(json_with_gpu(head + R"("fp8_gemm_efficiency":2})"),
                      "hw.json: gpu.fp8_gemm_efficiency: expected a number in (0, 1], got 2");
+  expect_parse_error(json_with_gpu(head + R"("gemm_tile_overhead":-1})"),
+                     "hw.json: gpu.gemm_tile_overhead: expected a number >= 0, got -1");
 }
 
 TEST(HardwareJson, RejectsBadPeaks) {

@@ -17,7 +17,18 @@
 //   Time of one op = max(flops / (peak · gemm efficiency), bytes / (HBM bandwidth · memory
 //   efficiency)); a CostProfile entry for the op's key replaces it. The GEMM efficiency is the
 //   GPU's large-GEMM efficiency times tile and wave quantization over its SMs (NVIDIA's "Matrix
-//   Multiplication Background User's Guide"); constants are documented in hardware_presets.cc.
+//   Multiplication Background User's Guide") times the tile overhead's share (Note [gemm tile
+//   overhead]); constants are documented in hardware_presets.cc.
+//
+// Note [gemm tile overhead]: each 128×128 output tile of a GEMM costs a fixed time t
+// (gpu.gemm_tile_overhead: filling the k-loop's pipeline, writing the tile) besides its k-loop,
+// which one SM runs at rate R = peak · efficiency / sm_count. The k-loop of a tile takes
+// 2·128²·k / R, so the tile takes (k + k0) / k times that, with k0 = t · R / (2·128²): the GEMM
+// reaches k / (k + k0) of its efficiency. A short inner dimension pays most: a tensor-parallel
+// row-parallel GEMM (k = h / tp) more than the column-parallel one before it. On the H100 (t =
+// 1.1 µs, bench/cuda_profile's grid) k0 is about 190 in bf16 and, as fp8 runs the loop faster,
+// about 330 in fp8; at k = 1536 (GPT-3 175B's attention-out at tp 8) a bf16 GEMM loses 11 %, at
+// k = 12288 under 2 %.
 //
 //   Fused attention (LayerShape::fused_attention): the attention core is one op, "attention"
 //   (and "attention-backward" in I), with the same matrix FLOPs as QKᵀ and ·V (and their four

@@ -7,7 +7,7 @@
 //            "peak_flops": {"bf16": 9.894e14, "fp16": 9.894e14, "fp32": 6.69e13, "fp8": 1.9789e15},
 //            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000,
 //            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85,
-//            "fp8_gemm_efficiency": 0.662,
+//            "fp8_gemm_efficiency": 0.662, "gemm_tile_overhead": 1.1e-06,
 //            "fused_attention": {"kernel": "cuDNN fused attention", "seq_lens": [512, 4096],
 //                                "forward": [3.15e14, 5.18e14], "backward": [3.05e14, 4.99e14]}},
 //    "gpus_per_node": 8,
@@ -32,6 +32,13 @@
 //                         optional, in (0, 1]: gemm_efficiency for FP8 GEMMs, a fraction of the
 //                         fp8 peak (parallel.fp8, Note [fp8 training] in compute_cost.h).
 //                         Absent: gemm_efficiency.
+//   gpu.gemm_tile_overhead
+//                         optional, seconds >= 0 (at most 1e-3): the fixed time one output tile
+//                         of a GEMM costs on top of its k-loop (filling the loop's pipeline,
+//                         writing the tile), so a GEMM of inner size k reaches k / (k + k0) of
+//                         its efficiency, k0 being the k this time is worth at one SM's share of
+//                         the GEMM rate (Note [gemm tile overhead] in compute_cost.h); measured
+//                         by bench/cuda_profile's GEMM grid. Absent: 0, no such cost.
 //   gpu.fused_attention   optional: the throughput of the flash-style attention kernel that
 //                         "attention": "fused" runs, measured for causal attention with head
 //                         dim 128 at each sequence length, in FLOP/s by FlashAttention's
@@ -64,8 +71,8 @@
 //                         device (SMs and HBM on a GPU, the cores and memory on a CPU).
 //
 // Required: everything but gpu.sm_count (default 0), gpu.gemm_efficiency (default 1.0),
-// gpu.memory_efficiency (default 1.0), gpu.fp8_gemm_efficiency (absent), gpu.fused_attention
-// (absent), hardware_queues (default 8),
+// gpu.memory_efficiency (default 1.0), gpu.fp8_gemm_efficiency (absent),
+// gpu.gemm_tile_overhead (default 0), gpu.fused_attention (absent), hardware_queues (default 8),
 // compute_slowdown_during_comm and comm_slowdown_during_compute (default 0.0).
 
 #include <cstdint>
@@ -122,6 +129,7 @@ struct GpuSpec {
   double gemm_efficiency = 1.0;               // (0, 1]: fraction of the peak large GEMMs reach
   double memory_efficiency = 1.0;             // (0, 1]: fraction of hbm_bandwidth streams reach
   std::optional<double> fp8_gemm_efficiency;  // (0, 1] of the fp8 peak; absent: gemm_efficiency
+  double gemm_tile_overhead = 0;  // seconds per GEMM output tile beyond its k-loop; 0: none
   std::optional<AttentionKernelTable> fused_attention;  // absent: costed as its GEMMs
 
   /// The dense peak FLOP/s at `precision`, or nullopt when the GPU does not support it.

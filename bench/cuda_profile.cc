@@ -145,7 +145,7 @@ int run(int argc, char** argv) {
   // The linear GEMMs of a transformer layer's forward, as the cost model lists them, in bf16 and
   // in fp8 (what parallel.fp8 runs, Note [fp8 training]): GPT-3 175B (h 12288, ffn 49152) at tp 8,
   // microbatch 1 x 2048 tokens, and Llama 3 8B (h 4096, GQA qkv 6144, SwiGLU ffn 14336) at tp 1,
-  // 1 x 8192 tokens, the shape of the Megatron README's H100 runs.
+  // 1 x 8192 tokens, the shape of NeMo's Llama 3 8B FP8 run (metron validate).
   struct LayerGemms {
     const char* key;
     std::int64_t tokens;

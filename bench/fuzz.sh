@@ -5,7 +5,7 @@
 # leak, timeout or out-of-memory input, or cannot be built or run. Needs no network.
 #
 #   bench/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]     default: 60 s, every target
-#   bench/fuzz.sh 10                                   CI's short run
+#   bench/fuzz.sh 10                                   a quick look
 #   bench/fuzz.sh 300 rows_text graph_json             two targets, 5 minutes each
 #
 # Environment:

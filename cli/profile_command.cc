@@ -34,6 +34,7 @@
 #include <variant>
 #include <vector>
 
+#include "executor_commands.h"
 #include "integer_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
@@ -270,24 +271,7 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
 
 void add_profile_command(CLI::App& app) {
   auto o = std::make_shared<ProfileFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "profile",
-      "Measure what a step is made of on the executor's backend and write a cost profile:\n"
-      "every distinct compute operation of the step 'metron run' would execute (each GEMM\n"
-      "shape, batched GEMM and element-wise op, as 'metron cost --ops' lists them), timed with\n"
-      "the CPU backend's own libtorch payload; every distinct collective (op, group placement,\n"
-      "bytes per call) and transfer size, timed with Gloo in one process per rank (each after a\n"
-      "barrier; a collective takes its slowest member); and the slow-down of compute while\n"
-      "communication runs. Each is the median of --repetitions after --warmup. 'metron simulate\n"
-      "--profile FILE' (and run, cost) then price what it lists with the measured times and\n"
-      "everything else as before. Takes the scenario flags of 'metron run', from the same\n"
-      "default.\n"
-      "With --sweep it measures this machine instead (square fp32 GEMMs up to 2048, fp32 adds,\n"
-      "all-reduces of 4 B to 64 MiB between 2 processes, the compute slow-down) and writes\n"
-      "{\"hardware\": spec, \"measurement\": {...}}: every dtype gets fp32's peak, since the CPU\n"
-      "backend runs every dtype in fp32. '--hardware FILE' reads that document as it is;\n"
-      "'metron profile --sweep -o models/profiles/cpu-local.json' regenerates the cpu-local\n"
-      "preset (compiled in when CMake next configures).");
+  CLI::App* cmd = app.add_subcommand("profile", std::string(kProfileDescription));
   add_scenario_flags(*cmd, o->scenario);
   cmd->add_option("-o,--output", o->output, "the cost-profile (or, with --sweep, hardware) JSON")
       ->required();

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "executor_commands.h"
 #include "graph_files.h"
 #include "integer_flags.h"
 #include "launch_environment.h"
@@ -414,22 +415,7 @@ scenario::Step executable_step(const scenario::Scenario& scenario) {
 
 void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunFlags>();
-  CLI::App* cmd = app.add_subcommand(
-      "run",
-      "Execute one training step for real: build the task graph of a scenario (the same flags\n"
-      "as 'metron simulate') with the operations each compute task runs, or read a graph file\n"
-      "('metron schedule --format json' writes one), and run it on the CPU backend: one process\n"
-      "per rank, a thread per stream, libtorch CPU tensors for the GEMMs and element-wise ops the\n"
-      "cost model prices, Gloo for collectives and transfers. With --backend cuda each rank runs\n"
-      "on a GPU of its own instead (rank r on GPU r, or on the launcher's local rank): a CUDA\n"
-      "stream per stream, cuBLASLt and a streaming kernel for the operations, NCCL for\n"
-      "collectives and transfers, stream-ordered allocations for the buffers; name the GPU's\n"
-      "preset with --hardware (dgx-h100, ...) so that --compare predicts that GPU. Reports the\n"
-      "median of the measured iterations with the same figures and JSON keys as 'metron\n"
-      "simulate', and writes the same traces. Under torchrun, srun or mpirun each process runs one "
-      "rank (rank 0 hosts metron's\n"
-      "store on MASTER_PORT+1 and writes the outputs). Without a scenario it runs GPT-3 125M's\n"
-      "layers at sequence 128 on 2 ranks (1F1B, 4 microbatches) on the cpu-local preset.");
+  CLI::App* cmd = app.add_subcommand("run", std::string(kRunDescription));
   add_scenario_flags(*cmd, o->scenario);
   cmd->add_option("--iterations", o->iterations, "measured iterations; the median is reported")
       ->check(integer_in(1, 1000))

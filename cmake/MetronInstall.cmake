@@ -45,6 +45,10 @@ install(TARGETS ${_metron_install_targets}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# metron finds metron-exec here (Note [two programs] in cli/cli_main.h); not part of the export.
+if(TARGET metron_executor)
+  install(TARGETS metron_executor RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/metron)
+endif()
 
 foreach(_dir IN LISTS _metron_header_dirs)
   if(IS_DIRECTORY "${PROJECT_SOURCE_DIR}/${_dir}/include/metron")

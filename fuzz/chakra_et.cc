@@ -20,7 +20,7 @@ namespace {
 
 /// A folder of this process's own (libFuzzer may run several processes at once).
 const std::filesystem::path& work_dir() {
-  static const std::filesystem::path dir = [] {
+  static const std::filesystem::path kDir = [] {
     std::filesystem::path d = std::filesystem::temp_directory_path() /
                               ("metron-fuzz-chakra-" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
@@ -28,7 +28,7 @@ const std::filesystem::path& work_dir() {
                                   R"({"1": [0], "2": [0], "3": [0], "4": [0]})");
     return d;
   }();
-  return dir;
+  return kDir;
 }
 
 }  // namespace

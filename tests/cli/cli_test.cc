@@ -44,6 +44,38 @@ TEST_F(Cli, VersionAndHelpSucceed) {
   EXPECT_THAT(hc.out, HasSubstr("written\natomically"));
 }
 
+// Note [two programs] (cli/cli_main.h): metron lists run and profile, hands them with the same
+// arguments to metron-exec (their own options answer), and says what is missing when metron-exec
+// is not beside it.
+TEST_F(Cli, RunAndProfileAreHandedToTheExecutorProgram) {
+  const Outcome h = metron("--help");
+  EXPECT_THAT(h.out, AllOf(HasSubstr("run"), HasSubstr("Execute one training step for real"),
+                           HasSubstr("profile"), HasSubstr("write a cost profile")));
+  const Outcome run_help = metron("run --help");
+  EXPECT_EQ(run_help.code, 0) << run_help.err;
+  EXPECT_THAT(run_help.out, AllOf(HasSubstr("--iterations"), HasSubstr("--backend")));
+  const Outcome profile_help = metron("profile --help");
+  EXPECT_EQ(profile_help.code, 0) << profile_help.err;
+  EXPECT_THAT(profile_help.out, HasSubstr("--repetitions"));
+  // Bad input to run is metron-exec's to refuse, with the same exit code and message prefix.
+  const Outcome bad = metron("run --iterations 0");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, AllOf(StartsWith("metron: error: "), HasSubstr("--iterations")));
+
+  // A copy of metron alone: the other commands work, run names what it misses.
+  const std::filesystem::path alone = dir_ / "alone" / "metron";
+  std::filesystem::create_directories(alone.parent_path());
+  std::filesystem::copy_file(METRON_BINARY, alone);
+  const int graph = std::system((alone.string() + " graph check --quiet " + kExample).c_str());
+  EXPECT_EQ(graph, 0);
+  const std::string err = path("alone.err");
+  const int run = std::system((alone.string() + " run --iterations 1 2>" + err).c_str());
+  ASSERT_TRUE(WIFEXITED(run));
+  EXPECT_EQ(WEXITSTATUS(run), 1);
+  EXPECT_THAT(read_file(err), AllOf(StartsWith("metron: error: 'metron run' runs in metron-exec"),
+                                    HasSubstr((alone.parent_path() / "metron-exec").string())));
+}
+
 TEST_F(Cli, CheckSummarisesAValidGraphAndItsRows) {
   Outcome r = metron("graph check " + kExample);
   EXPECT_EQ(r.code, 0) << r.err;

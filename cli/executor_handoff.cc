@@ -6,7 +6,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -32,8 +35,8 @@ std::vector<std::filesystem::path> executor_candidates(const std::filesystem::pa
           (dir / METRON_EXECUTOR_FROM_BINDIR / kExecutorName).lexically_normal()};
 }
 
-}  // namespace
-
+// The command a command line names, when it is one that metron-exec runs: the first argument that
+// is not an option (metron's own options, --help and --version, take no value).
 std::optional<std::string_view> executor_command_of(int argc, const char* const* argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view word = argv[i];
@@ -44,12 +47,15 @@ std::optional<std::string_view> executor_command_of(int argc, const char* const*
   return std::nullopt;
 }
 
+// Where metron-exec is for the program at `self`: the first candidate that is an executable file.
 std::optional<std::filesystem::path> executor_path(const std::filesystem::path& self) {
   for (const std::filesystem::path& candidate : executor_candidates(self)) {
     if (is_executable_file(candidate)) return candidate;
   }
   return std::nullopt;
 }
+
+}  // namespace
 
 void hand_off_executor_commands(int argc, char** argv) {
   const std::optional<std::string_view> command = executor_command_of(argc, argv);

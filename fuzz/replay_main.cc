@@ -41,11 +41,10 @@ std::vector<fs::path> inputs_of(const fs::path& path) {
 bool replay(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return false;
-  const std::vector<char> bytes{std::istreambuf_iterator<char>(in),
-                                std::istreambuf_iterator<char>()};
-  std::fprintf(stderr, "replaying %s (%zu bytes)\n", file.c_str(), bytes.size());
   // The harness takes unsigned bytes, as libFuzzer hands them over.
-  std::vector<std::uint8_t> data(bytes.begin(), bytes.end());
+  std::vector<std::uint8_t> data(std::istreambuf_iterator<char>(in),
+                                 std::istreambuf_iterator<char>{});
+  std::fprintf(stderr, "replaying %s (%zu bytes)\n", file.c_str(), data.size());
   LLVMFuzzerTestOneInput(data.data(), data.size());
   return true;
 }

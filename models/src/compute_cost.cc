@@ -479,7 +479,12 @@ double ComputeModel::op_time(const OpCost& op) const {
     compute = op.flops / (peak_for(op) * gemm_efficiency(op));
   }
   const double memory = op.bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
-  return std::max(compute, memory);
+  // Note [kernel floor]: no kernel among many back to back finishes sooner, however little it
+  // does; an op without work launches none.
+  if (op.flops <= 0 && op.bytes <= 0) return std::max(compute, memory);
+  const bool gemm = op.kind == OpKind::kGemm || op.kind == OpKind::kBatchedGemm;
+  const double floor = gemm ? std::max(gpu.kernel_floor, gpu.gemm_floor) : gpu.kernel_floor;
+  return std::max({compute, memory, floor});
 }
 
 double ComputeModel::peak_for(const OpCost& op) const {

@@ -59,6 +59,12 @@
 //                      model's mean error over those shapes from 8.4 to 4.5 % in bf16 and from
 //                      16.5 to 7.8 % in fp8 (too fast before, by 5.8 and 13.6 % on average, most
 //                      at short k). The A100 has no such measurement here: 0.
+//   kernel_floor,      (H100, H200) the least time one kernel takes among 2,000 back to back on
+//   gemm_floor         one stream (Note [kernel floor] in compute_cost.h), measured on an H100
+//                      SXM by bench/cuda_profile, 2026-11-26 (models/profiles/h100-sxm-measured
+//                      .json, "tiny_kernel"): a streaming add of 4 KiB 3.43 us and of 1 MiB
+//                      3.46 us, so 3.4 us; a cuBLASLt bf16 GEMM of 64^3 6.28 us and of 128^3
+//                      6.14 us, so 6.2 us. The A100 has no such measurement here: 0.
 // None of these is fitted to a published end-to-end training result (an MFU or a tokens/s figure):
 // that would make the model agree with the very measurements it should be checked against.
 // Shape-dependent losses (tile and wave quantization) are computed by compute_cost.cc from
@@ -89,6 +95,9 @@ constexpr double kHbmStreamEfficiency = 0.85;  // BabelStream/STREAM triad, ~85-
 constexpr double kH100Fp8GemmEfficiency = kH100GemmEfficiency * (1402.6 / 1978.9) / (794.5 / 989.4);
 // s per GEMM output tile, fitted to the H100 GEMM grid measured by bench/cuda_profile (above).
 constexpr double kH100GemmTileOverhead = 1.1e-6;
+// s: the least one streaming kernel and one cuBLASLt GEMM take back to back on an H100 (above).
+constexpr double kH100KernelFloor = 3.4e-6;
+constexpr double kH100GemmFloor = 6.2e-6;
 
 // Fused attention throughput, causal, head dim 128, FP16/BF16, TFLOP/s in FlashAttention's
 // benchmark convention (forward 4·b·s²·heads·head_dim halved for the causal mask, backward 2.5x
@@ -202,6 +211,8 @@ HardwareSpec dgx_h100() {
               .memory_efficiency = kHbmStreamEfficiency,
               .fp8_gemm_efficiency = kH100Fp8GemmEfficiency,
               .gemm_tile_overhead = kH100GemmTileOverhead,
+              .kernel_floor = kH100KernelFloor,
+              .gemm_floor = kH100GemmFloor,
               .fused_attention = h100_cudnn_fused_attention()},
       .gpus_per_node = 8,  // DGX H100: 8 GPUs
       // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU, 450 one way; NCCL's
@@ -215,9 +226,10 @@ HardwareSpec dgx_h100() {
 }
 
 // NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the H100 SXM's compute (the same
-// GH100 die with 132 SMs, so the same GEMM efficiency and tile overhead and, for want of an H200
-// measurement, the same fused attention kernel table) and NVLink with 141 GB of HBM3e at 4.8 TB/s;
-// the node as in the NVIDIA DGX H200 datasheet (8 GPUs, 8x ConnectX-7 400 Gb/s).
+// GH100 die with 132 SMs, so the same GEMM efficiency, tile overhead and kernel floors and, for
+// want of an H200 measurement, the same fused attention kernel table) and NVLink with 141 GB of
+// HBM3e at 4.8 TB/s; the node as in the NVIDIA DGX H200 datasheet (8 GPUs, 8x ConnectX-7
+// 400 Gb/s).
 HardwareSpec h200_node() {
   HardwareSpec spec = dgx_h100();
   spec.name = "h200-node";

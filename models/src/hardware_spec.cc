@@ -94,6 +94,7 @@ void check_size_efficiency(std::vector<std::string>& problems, const std::string
 // A millisecond per GEMM output tile is a thousand times any GPU's (H100: 1.1 us); the bound
 // keeps a GEMM's efficiency, k / (k + k0), from rounding to zero.
 constexpr double kMaxTileOverhead = 1e-3;
+constexpr double kMaxKernelFloor = 1e-3;  // a millisecond: no kernel launch costs that much
 
 constexpr Precision kPrecisions[] = {Precision::kBf16, Precision::kFp16, Precision::kFp32,
                                      Precision::kFp8};
@@ -120,6 +121,13 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   if (!(spec.gpu.gemm_tile_overhead >= 0 && spec.gpu.gemm_tile_overhead <= kMaxTileOverhead)) {
     problems.push_back("gpu.gemm_tile_overhead: expected seconds in [0, 0.001], got " +
                        number_text(spec.gpu.gemm_tile_overhead));
+  }
+  for (const auto& [name, floor] : {std::pair{"gpu.kernel_floor", spec.gpu.kernel_floor},
+                                    std::pair{"gpu.gemm_floor", spec.gpu.gemm_floor}}) {
+    if (!(floor >= 0 && floor <= kMaxKernelFloor)) {
+      problems.push_back(std::string(name) + ": expected seconds in [0, 0.001], got " +
+                         number_text(floor));
+    }
   }
   if (spec.gpu.fused_attention) check_attention_table(problems, *spec.gpu.fused_attention);
   check_positive(problems, "gpus_per_node", spec.gpus_per_node);
@@ -197,6 +205,12 @@ GpuSpec read_gpu(const Json& v, const std::string& path, Diagnostics* diagnostic
   }
   if (const Json* overhead = in.find("gemm_tile_overhead")) {
     gpu.gemm_tile_overhead = read_non_negative_number(*overhead, in.path_of("gemm_tile_overhead"));
+  }
+  if (const Json* floor = in.find("kernel_floor")) {
+    gpu.kernel_floor = read_non_negative_number(*floor, in.path_of("kernel_floor"));
+  }
+  if (const Json* floor = in.find("gemm_floor")) {
+    gpu.gemm_floor = read_non_negative_number(*floor, in.path_of("gemm_floor"));
   }
   if (const Json* table = in.find("fused_attention")) {
     gpu.fused_attention = read_attention_table(*table, in.path_of("fused_attention"), diagnostics);
@@ -318,6 +332,8 @@ std::string to_json(const HardwareSpec& spec) {
               {"memory_efficiency", spec.gpu.memory_efficiency}};
   if (const auto& e = spec.gpu.fp8_gemm_efficiency) gpu["fp8_gemm_efficiency"] = *e;
   if (spec.gpu.gemm_tile_overhead > 0) gpu["gemm_tile_overhead"] = spec.gpu.gemm_tile_overhead;
+  if (spec.gpu.kernel_floor > 0) gpu["kernel_floor"] = spec.gpu.kernel_floor;
+  if (spec.gpu.gemm_floor > 0) gpu["gemm_floor"] = spec.gpu.gemm_floor;
   if (const auto& t = spec.gpu.fused_attention) {
     gpu["fused_attention"] = {{"kernel", t->kernel},
                               {"seq_lens", t->seq_lens},

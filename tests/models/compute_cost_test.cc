@@ -474,6 +474,9 @@ TEST(ComputeModel, EachWaveOfTilesPaysTheTileOverheadOnTopOfItsKLoop) {
   HardwareSpec hw = hardware_preset("dgx-h100");
   constexpr double kOverhead = 1.1e-6;
   ASSERT_EQ(hw.gpu.gemm_tile_overhead, kOverhead);  // the H100's, measured (hardware_presets.cc)
+  // One wave of these GEMMs takes about the GEMM floor: the floors have a test of their own.
+  hw.gpu.kernel_floor = 0;
+  hw.gpu.gemm_floor = 0;
   const ComputeModel h100(hw, Precision::kBf16);
   const double rate = 989.4e12 * 0.75 / 132;
   const auto wave = [&](double k, double r) { return 2.0 * 128 * 128 * k / r + kOverhead; };
@@ -492,6 +495,52 @@ TEST(ComputeModel, EachWaveOfTilesPaysTheTileOverheadOnTopOfItsKLoop) {
   hw.gpu.gemm_tile_overhead = 0;
   EXPECT_NEAR(ComputeModel(hw, Precision::kBf16).op_time(gemm_op(1536, 1408, 1536)),
               wave(1536, rate) - kOverhead, 1e-15);
+}
+
+// Note [kernel floor]: an op whose roofline is shorter than its floor takes the floor (a GEMM
+// the GEMM floor, every other kernel the kernel floor); a longer op and an op without work keep
+// their roofline.
+TEST(ComputeModel, NoKernelFinishesSoonerThanItsFloor) {
+  HardwareSpec hw = hardware_preset("dgx-h100");
+  constexpr double kKernel = 3.4e-6;
+  constexpr double kGemm = 6.2e-6;
+  ASSERT_EQ(hw.gpu.kernel_floor, kKernel);  // the H100's, measured (hardware_presets.cc)
+  ASSERT_EQ(hw.gpu.gemm_floor, kGemm);
+  const ComputeModel h100(hw, Precision::kBf16);
+  const double stream = 3.35e12 * 0.85;  // HBM bandwidth at memory_efficiency
+  const auto elementwise = [](double bytes, OpKind kind = OpKind::kElementwise) {
+    return OpCost{.name = "e", .kind = kind, .m = 1, .bytes = bytes};
+  };
+  // 4 KiB streamed in 1.4 ns; 1 MiB in 0.37 us: both below the floor. 100 MB take 35 us.
+  EXPECT_EQ(h100.op_time(elementwise(4096)), kKernel);
+  EXPECT_EQ(h100.op_time(elementwise(1 << 20)), kKernel);
+  EXPECT_DOUBLE_EQ(h100.op_time(elementwise(1e8)), 1e8 / stream);
+  // A 64³ GEMM (0.5 MFLOP, one tile) and 16 batched ones: the GEMM floor. 8192³ takes ~1.5 ms.
+  EXPECT_EQ(h100.op_time(gemm_op(64, 64, 64)), kGemm);
+  EXPECT_EQ(h100.op_time(gemm_op(64, 64, 64, 16)), kGemm);
+  const OpCost large = gemm_op(8192, 8192, 8192);
+  EXPECT_DOUBLE_EQ(h100.op_time(large), large.flops / (989.4e12 * h100.gemm_efficiency(large)));
+  // A tiny fused attention kernel is a kernel, not a GEMM call.
+  const OpCost attention{.name = "attention",
+                         .kind = OpKind::kFusedAttention,
+                         .m = 16,
+                         .n = 16,
+                         .k = 8,
+                         .flops = 4.0 * 16 * 16 * 8,
+                         .bytes = 4.0 * 16 * 8 * 2};
+  EXPECT_EQ(h100.op_time(attention), kKernel);
+  // No work: no kernel.
+  EXPECT_EQ(h100.op_time(elementwise(0)), 0);
+  // Without floors: the roofline.
+  hw.gpu.kernel_floor = 0;
+  hw.gpu.gemm_floor = 0;
+  const ComputeModel bare(hw, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(bare.op_time(elementwise(4096)), 4096 / stream);
+  EXPECT_LT(bare.op_time(gemm_op(64, 64, 64)), kKernel);  // one tile: 1.1 us of overhead
+  // A GEMM floor below the kernel floor: a GEMM is a kernel too.
+  hw.gpu.kernel_floor = kKernel;
+  hw.gpu.gemm_floor = 1e-6;
+  EXPECT_EQ(ComputeModel(hw, Precision::kBf16).op_time(gemm_op(64, 64, 64)), kKernel);
 }
 
 TEST(ComputeModel, UnknownSmCountSkipsQuantization) {

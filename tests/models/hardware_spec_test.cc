@@ -113,6 +113,10 @@ TEST(ValidateHardware, RejectsEachOutOfRangeField) {
                    s.gpu.gemm_tile_overhead = std::numeric_limits<double>::quiet_NaN();
                  }),
                  where + "gpu.gemm_tile_overhead: expected seconds in [0, 0.001], got nan");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.kernel_floor = -1e-6; }),
+                 where + "gpu.kernel_floor: expected seconds in [0, 0.001], got -1e-06");
+  expect_invalid(with([](HardwareSpec& s) { s.gpu.gemm_floor = 0.25; }),
+                 where + "gpu.gemm_floor: expected seconds in [0, 0.001], got 0.25");
   expect_invalid(with([](HardwareSpec& s) { s.gpus_per_node = 0; }),
                  where + "gpus_per_node: expected a positive integer, got 0");
   expect_invalid(with([](HardwareSpec& s) {
@@ -178,6 +182,8 @@ TEST(HardwareJson, RoundTripsEveryField) {
   spec.gpu.memory_efficiency = 0.85;
   spec.gpu.fp8_gemm_efficiency = 0.7;
   spec.gpu.gemm_tile_overhead = 1.1e-6;
+  spec.gpu.kernel_floor = 3.4e-6;
+  spec.gpu.gemm_floor = 6.2e-6;
   spec.intra_node.latency = 1.3e-6;
   spec.hardware_queues = 32;
   spec.compute_slowdown_during_comm = 0.1;
@@ -296,12 +302,14 @@ TEST(HardwareJson, ReadsTheOptionalGpuFields) {
       json_with_gpu(R"({"name":"toy","peak_flops":{"bf16":100,"fp32":25},"hbm_bandwidth":10,)"
                     R"("hbm_capacity":1000,"sm_count":108,"gemm_efficiency":0.8,)"
                     R"("memory_efficiency":1,"fp8_gemm_efficiency":0.7,)"
-                    R"("gemm_tile_overhead":2e-6})"));
+                    R"("gemm_tile_overhead":2e-6,"kernel_floor":3e-6,"gemm_floor":5e-6})"));
   EXPECT_EQ(spec.gpu.sm_count, 108);
   EXPECT_EQ(spec.gpu.gemm_efficiency, 0.8);
   EXPECT_EQ(spec.gpu.memory_efficiency, 1.0);
   EXPECT_EQ(spec.gpu.fp8_gemm_efficiency, 0.7);
   EXPECT_EQ(spec.gpu.gemm_tile_overhead, 2e-6);
+  EXPECT_EQ(spec.gpu.kernel_floor, 3e-6);
+  EXPECT_EQ(spec.gpu.gemm_floor, 5e-6);
 }
 
 TEST(HardwareJson, RejectsOutOfRangeGpuFields) {
@@ -321,6 +329,10 @@ TEST(HardwareJson, RejectsOutOfRangeGpuFields) {
                      "hw.json: gpu.fp8_gemm_efficiency: expected a number in (0, 1], got 2");
   expect_parse_error(json_with_gpu(head + R"("gemm_tile_overhead":-1})"),
                      "hw.json: gpu.gemm_tile_overhead: expected a number >= 0, got -1");
+  expect_parse_error(json_with_gpu(head + R"("kernel_floor":-1})"),
+                     "hw.json: gpu.kernel_floor: expected a number >= 0, got -1");
+  expect_parse_error(json_with_gpu(head + R"("gemm_floor":"fast"})"),
+                     "hw.json: gpu.gemm_floor: expected a number >= 0, got \"fast\"");
 }
 
 TEST(HardwareJson, RejectsBadPeaks) {

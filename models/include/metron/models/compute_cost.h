@@ -30,6 +30,15 @@
 // about 330 in fp8; at k = 1536 (GPT-3 175B's attention-out at tp 8) a bf16 GEMM loses 11 %, at
 // k = 12288 under 2 %.
 //
+// Note [kernel floor]: one kernel among thousands back to back on one stream takes at least
+// gpu.kernel_floor (a GEMM call at least gpu.gemm_floor), however little it does: its launch,
+// ramp-up and drain, or the host's launch when that is the slower side. So an op's time is
+// max(roofline, floor); an op without FLOPs or bytes runs no kernel and costs 0. A layer of many
+// small kernels (a small hidden size, a short sequence, tiny experts) pays it per op; a large
+// model's ops take far longer than the floor, and their measured efficiencies already hold their
+// own fixed costs. On the H100 the floors are 3.4 us and 6.2 us (bench/cuda_profile's tiny
+// kernels); a CostProfile entry replaces the whole time, floor included.
+//
 //   Fused attention (LayerShape::fused_attention): the attention core is one op, "attention"
 //   (and "attention-backward" in I), with the same matrix FLOPs as QKᵀ and ·V (and their four
 //   gradient products), no score-sized element-wise ops, and Q, K, V, O (and their gradients) as

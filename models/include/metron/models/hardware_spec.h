@@ -8,6 +8,7 @@
 //            "hbm_bandwidth": 3.35e12, "hbm_capacity": 80000000000,
 //            "sm_count": 132, "gemm_efficiency": 0.75, "memory_efficiency": 0.85,
 //            "fp8_gemm_efficiency": 0.662, "gemm_tile_overhead": 1.1e-06,
+//            "kernel_floor": 3.4e-06, "gemm_floor": 6.2e-06,
 //            "fused_attention": {"kernel": "cuDNN fused attention", "seq_lens": [512, 4096],
 //                                "forward": [3.15e14, 5.18e14], "backward": [3.05e14, 4.99e14]}},
 //    "gpus_per_node": 8,
@@ -39,6 +40,12 @@
 //                         its efficiency, k0 being the k this time is worth at one SM's share of
 //                         the GEMM rate (Note [gemm tile overhead] in compute_cost.h); measured
 //                         by bench/cuda_profile's GEMM grid. Absent: 0, no such cost.
+//   gpu.kernel_floor      optional, seconds >= 0 (at most 1e-3): the least time one kernel
+//   gpu.gemm_floor        takes among many back to back on one stream, whatever little work it
+//                         does (launch, ramp-up and drain); gemm_floor is the same for one GEMM
+//                         call, whose library launch costs more (Note [kernel floor] in
+//                         compute_cost.h); measured by bench/cuda_profile's tiny kernels.
+//                         Absent: 0, no floor.
 //   gpu.fused_attention   optional: the throughput of the flash-style attention kernel that
 //                         "attention": "fused" runs, measured for causal attention with head
 //                         dim 128 at each sequence length, in FLOP/s by FlashAttention's
@@ -72,7 +79,8 @@
 //
 // Required: everything but gpu.sm_count (default 0), gpu.gemm_efficiency (default 1.0),
 // gpu.memory_efficiency (default 1.0), gpu.fp8_gemm_efficiency (absent),
-// gpu.gemm_tile_overhead (default 0), gpu.fused_attention (absent), hardware_queues (default 8),
+// gpu.gemm_tile_overhead, gpu.kernel_floor and gpu.gemm_floor (default 0), gpu.fused_attention
+// (absent), hardware_queues (default 8),
 // compute_slowdown_during_comm and comm_slowdown_during_compute (default 0.0).
 
 #include <cstdint>
@@ -130,6 +138,8 @@ struct GpuSpec {
   double memory_efficiency = 1.0;             // (0, 1]: fraction of hbm_bandwidth streams reach
   std::optional<double> fp8_gemm_efficiency;  // (0, 1] of the fp8 peak; absent: gemm_efficiency
   double gemm_tile_overhead = 0;  // seconds per GEMM output tile beyond its k-loop; 0: none
+  double kernel_floor = 0;        // seconds: the least one kernel takes back to back; 0: none
+  double gemm_floor = 0;          // seconds: the same for one GEMM call; 0: none
   std::optional<AttentionKernelTable> fused_attention;  // absent: costed as its GEMMs
 
   /// The dense peak FLOP/s at `precision`, or nullopt when the GPU does not support it.

@@ -481,7 +481,7 @@ double ComputeModel::op_time(const OpCost& op) const {
   const double memory = op.bytes / (gpu.hbm_bandwidth * gpu.memory_efficiency);
   // Note [kernel floor]: no kernel among many back to back finishes sooner, however little it
   // does; an op without work launches none.
-  if (op.flops <= 0 && op.bytes <= 0) return std::max(compute, memory);
+  if (op.flops <= 0 && op.bytes <= 0) return 0;
   const bool gemm = op.kind == OpKind::kGemm || op.kind == OpKind::kBatchedGemm;
   const double floor = gemm ? std::max(gpu.kernel_floor, gpu.gemm_floor) : gpu.kernel_floor;
   return std::max({compute, memory, floor});

@@ -508,8 +508,8 @@ TEST(ComputeModel, NoKernelFinishesSoonerThanItsFloor) {
   ASSERT_EQ(hw.gpu.gemm_floor, kGemm);
   const ComputeModel h100(hw, Precision::kBf16);
   const double stream = 3.35e12 * 0.85;  // HBM bandwidth at memory_efficiency
-  const auto elementwise = [](double bytes, OpKind kind = OpKind::kElementwise) {
-    return OpCost{.name = "e", .kind = kind, .m = 1, .bytes = bytes};
+  const auto elementwise = [](double bytes) {
+    return OpCost{.name = "e", .kind = OpKind::kElementwise, .m = 1, .bytes = bytes};
   };
   // 4 KiB streamed in 1.4 ns; 1 MiB in 0.37 us: both below the floor. 100 MB take 35 us.
   EXPECT_EQ(h100.op_time(elementwise(4096)), kKernel);

@@ -40,6 +40,12 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
                "reduce-scatters with their GEMMs (needs --sp)");
   cmd.add_flag("--no-tp-comm-overlap", o.no_tp_comm_overlap,
                "tensor-parallel collectives between the GEMMs");
+  cmd.add_flag("--scatter-gather-p2p", o.scatter_gather_p2p,
+               "Megatron-LM 2.x's pipeline scatter/gather (its default then, gone from\n"
+               "Megatron-Core): each tensor-parallel rank sends 1/tp of the boundary tensor\n"
+               "and the next stage all-gathers it over NVLink (no effect with --sp)");
+  cmd.add_flag("--no-scatter-gather-p2p", o.no_scatter_gather_p2p,
+               "every tensor-parallel rank sends the whole boundary tensor");
   cmd.add_option("--fp8", o.fp8,
                  "FP8 training as Transformer Engine runs it: off, delayed (DelayedScaling,\n"
                  "Megatron's default recipe) or current (Float8CurrentScaling); the layers'\n"
@@ -87,6 +93,12 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   }
   if (o.tp_comm_overlap) p.tp_comm_overlap = true;
   if (o.no_tp_comm_overlap) p.tp_comm_overlap = false;
+  if (o.scatter_gather_p2p && o.no_scatter_gather_p2p) {
+    throw InvalidConfig(
+        "--scatter-gather-p2p and --no-scatter-gather-p2p: expected one of them, got both");
+  }
+  if (o.scatter_gather_p2p) p.scatter_gather_p2p = true;
+  if (o.no_scatter_gather_p2p) p.scatter_gather_p2p = false;
   // Each sets the batch and drops the other (the other follows from microbatch size and dp), so
   // giving both would silently let one win.
   if (o.global_batch && o.microbatches) {

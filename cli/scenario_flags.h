@@ -28,6 +28,8 @@ struct ScenarioFlags {
   std::optional<std::string> fp8;
   bool tp_comm_overlap = false;
   bool no_tp_comm_overlap = false;
+  bool scatter_gather_p2p = false;
+  bool no_scatter_gather_p2p = false;
   std::optional<std::string> schedule;
   std::optional<std::int32_t> group_size, memory_limit;
   std::optional<std::string> p2p;

@@ -248,6 +248,9 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
     spec.tp_comm_overlap = read_bool(*v, "tp_comm_overlap");
   }
   if (const Json* v = in.find("fp8")) spec.fp8 = read_enum(kFp8Names, *v, "fp8");
+  if (const Json* v = in.find("scatter_gather_p2p")) {
+    spec.scatter_gather_p2p = read_bool(*v, "scatter_gather_p2p");
+  }
   in.finish();
   return spec;
 }
@@ -326,6 +329,7 @@ std::string to_json(const ParallelSpec& spec) {
   out["attention"] = to_string(spec.attention);
   out["tp_comm_overlap"] = spec.tp_comm_overlap;
   out["fp8"] = to_string(spec.fp8);
+  out["scatter_gather_p2p"] = spec.scatter_gather_p2p;
   return detail::dump_line(out, "parallel configuration");
 }
 

@@ -52,7 +52,7 @@ StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
 
 std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec) {
   const std::int64_t tokens = spec.microbatch_size * spec.sequence_length(model) / spec.cp;
-  const std::int64_t split = spec.sp() ? spec.tp : 1;
+  const std::int64_t split = spec.sp() || spec.p2p_scatter_gather() ? spec.tp : 1;
   const std::int64_t elements = tokens * model.hidden / split;
   return static_cast<std::int64_t>(static_cast<double>(elements) * element_bytes(model.dtype));
 }

@@ -139,12 +139,12 @@ std::string summary_text(const Evaluation& e) {
   const models::ParallelSpec& p = s.parallel;
   std::string out = fmt::format(
       "{} on {} x {}: tp {} pp {} dp {} vp {} cp {}, microbatch {} x {} microbatches, {} "
-      "({} p2p), {}\n",
+      "({} p2p{}), {}\n",
       s.model ? s.model->name : std::string("explicit stage costs"), s.gpus.value_or(p.gpus()),
       s.hardware.name, p.tp, p.pp, p.dp, p.vp, p.cp, p.microbatch_size,
       p.microbatches().value_or(0), s.schedule.name,
       p2p_mode(s.schedule) == lowering::P2PMode::kBatched ? "batched" : "async",
-      sync::to_string(s.sync.policy));
+      s.model && p.p2p_scatter_gather() ? ", scatter/gather" : "", sync::to_string(s.sync.policy));
   out += fmt::format("  iteration time        {:.3f} ms\n", e.iteration_time_s * 1e3);
   if (s.model) {
     out += fmt::format("  throughput            {:.0f} tokens/s, {:.1f} TFLOP/s per GPU\n",

@@ -86,12 +86,19 @@ ir::CollectiveOp ir_op(models::CommOp op) {
   }
 }
 
-/// The model's per-layer collectives (models/intra_layer_comm.h) as the lowering pass takes them.
+/// The element type of the activations the model's collectives move.
+ir::DType collective_dtype(const models::ModelSpec& model) {
+  return models::element_bytes(model.dtype) >= 4 ? ir::DType::kFp32 : ir::DType::kBf16;
+}
+
+/// The model's per-layer collectives (models/intra_layer_comm.h) as the lowering pass takes them,
+/// and the all-gather after each receive under the pipeline scatter/gather (Note [pipeline
+/// scatter/gather] in lowering/intra_layer.h) of `output_bytes`, the whole boundary tensor.
 lowering::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
-                                          const models::ParallelSpec& spec) {
+                                          const models::ParallelSpec& spec,
+                                          std::int64_t output_bytes) {
   const models::LayerCommPlan plan = models::layer_comm(model, spec);
-  const ir::DType dtype =
-      models::element_bytes(model.dtype) >= 4 ? ir::DType::kFp32 : ir::DType::kBf16;
+  const ir::DType dtype = collective_dtype(model);
   const auto convert = [&](const std::vector<models::LayerComm>& list) {
     std::vector<lowering::LayerCollective> out;
     for (const models::LayerComm& c : list) {
@@ -108,11 +115,19 @@ lowering::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
     }
     return out;
   };
-  return {.forward = convert(plan.forward),
-          .backward = convert(plan.backward),
-          .backward_input = convert(plan.backward_input),
-          .backward_weight = convert(plan.backward_weight),
-          .recompute = convert(plan.recompute)};
+  lowering::IntraLayerComm comm{.forward = convert(plan.forward),
+                                .backward = convert(plan.backward),
+                                .backward_input = convert(plan.backward_input),
+                                .backward_weight = convert(plan.backward_weight),
+                                .recompute = convert(plan.recompute)};
+  // nccl-tests' all-gather size is its output.
+  if (spec.p2p_scatter_gather()) {
+    comm.received.push_back({.group = lowering::GroupKind::kTensor,
+                             .op = ir::CollectiveOp::kAllGather,
+                             .bytes = output_bytes,
+                             .dtype = dtype});
+  }
+  return comm;
 }
 
 /// What the sync-policy pass needs: every pipeline rank's chunks with their parameter tensors
@@ -276,6 +291,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     lowering.weight_grad_bytes = static_cast<std::int64_t>(
         layers * models::layer_activation_bytes(*s.model, *shape, models::Recompute::kSelective));
     lowering.p2p_bytes = models::boundary_bytes(*s.model, mp);
+    // The pipeline scatter/gather sends a 1/tp piece of a whole tensor (Note [pipeline
+    // scatter/gather] in lowering/intra_layer.h).
+    if (mp.p2p_scatter_gather()) lowering.output_bytes = lowering.p2p_bytes * mp.tp;
     // Layer ranges on the compute tasks, so passes can cut them and costs can share them out.
     lowering.layers.per_stage.assign(static_cast<std::size_t>(stages),
                                      static_cast<std::int32_t>(layers_per_stage));
@@ -309,7 +327,8 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     for (std::int64_t r = 0; r < mp.pp; ++r) {
       step.state_bytes.push_back(models::state_memory(*s.model, mp, policy, r).total());
     }
-    const lowering::IntraLayerComm intra = intra_layer_comm(*s.model, mp);
+    const lowering::IntraLayerComm intra =
+        intra_layer_comm(*s.model, mp, lowering.output_bytes.value_or(lowering.p2p_bytes));
     if (!intra.empty()) lowering::add_intra_layer_collectives(builder, intra);
     if (dp_group > 1) {
       sync::add_sync_policy(

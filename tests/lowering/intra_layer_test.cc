@@ -206,6 +206,70 @@ TEST_F(IntraLayer, WithOnlyOverlappedCollectivesWaitersWaitForTaskAndExchange) {
   EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
 }
 
+// Note [pipeline scatter/gather]: an all-gather after each receive, which the receive's
+// consumers (and the host wait on them) wait for, and its stream successor does not. A second
+// transfer 0 -> 1 (ids 11, 12) follows, so rank 1's receive stream holds two receives.
+TEST_F(IntraLayer, ReceivedEntriesFollowEachReceiveAndItsConsumersWaitForThem) {
+  const TaskId send2 = b_.add({.rank = r0_,
+                               .stream = task(send_).stream,
+                               .op = ir::Send{.peer = r1_, .bytes = 4, .tag = 3}});
+  const TaskId recv2 = b_.add({.rank = r1_,
+                               .stream = task(TaskId{7}).stream,
+                               .op = ir::Recv{.peer = r0_, .bytes = 4, .tag = 3}});
+  add_intra_layer_collectives(
+      b_, {.backward = {blocking(GroupKind::kTensor, CollectiveOp::kAllReduce, 10, 2)},
+           .received = {blocking(GroupKind::kTensor, CollectiveOp::kAllGather, 16, 1)}});
+  // Rank 0: RECV_B0 -> 13, B0 -> 14. Rank 1: RECV_F0 -> 15, B -> 16, the second receive -> 17.
+  const TaskId ag_b0{13}, ar_b0{14}, ag_f_1{15}, ar_b_1{16}, ag_2{17};
+  EXPECT_THAT(order(r0_),
+              ElementsAre(f0_, send_, f1_, recv_, ag_b0, b0_, ar_b0, wait_, step_, send2));
+  EXPECT_THAT(order(r1_), ElementsAre(TaskId{7}, ag_f_1, f_1_, b_1_, ar_b_1, send_1_, recv2, ag_2));
+  // Once per receive (no layers to multiply by), the entry's bytes, the rank's own tp group in
+  // issue order with the layers' collectives.
+  EXPECT_EQ(coll(ag_b0), (ir::Collective{.op = CollectiveOp::kAllGather,
+                                         .group = coll(ar_b0).group,
+                                         .bytes = 16,
+                                         .dtype = ir::DType::kBf16,
+                                         .seq = 0,
+                                         .count = 1}));
+  EXPECT_EQ(coll(ar_b0).seq, 1);
+  EXPECT_EQ(coll(ag_2).seq, 2);
+  EXPECT_EQ(group(ag_f_1), "tp1");
+  EXPECT_EQ(stream_name(ag_b0), "tp");
+  EXPECT_EQ(task(ag_b0).label, "tp all-gather x1 (B recv)");
+  EXPECT_EQ(task(ag_f_1).label, "tp all-gather x1 (F recv)");
+  EXPECT_THAT(task(ag_b0).deps, ElementsAre(recv_));
+  EXPECT_THAT(task(ag_2).deps, ElementsAre(recv2));
+  // The consumers wait for the gather; the next receive on the stream does not.
+  EXPECT_THAT(task(b0_).deps, ElementsAre(recv_, ag_b0));
+  EXPECT_THAT(task(f_1_).deps, ElementsAre(TaskId{7}, ag_f_1));
+  EXPECT_THAT(task(recv2).deps, IsEmpty());
+  EXPECT_EQ(std::get<ir::HostWait>(task(wait_).op).target, ar_b0);
+  ir::Graph g = std::move(b_).build();
+  EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
+}
+
+// A host wait on a receive waits for its gather (Megatron's batched exchange blocks until the
+// received tensor is whole).
+TEST(IntraLayerReceived, AHostWaitOnAReceiveWaitsForItsGather) {
+  ir::GraphBuilder b = lower_unvalidated(ir::parse_rows("rank 0: 0F0 0B0\nrank 1: 1F0 1B0\n"),
+                                         {.p2p = P2PMode::kBatched, .layers = {.layers = 2}});
+  add_intra_layer_collectives(
+      b, {.received = {blocking(GroupKind::kTensor, CollectiveOp::kAllGather, 16, 1)}});
+  ir::Graph g = std::move(b).build();
+  EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
+  int gathers = 0;
+  int waits_on_receives = 0;
+  for (const ir::Task& t : g.tasks()) {
+    if (std::holds_alternative<ir::Collective>(t.op)) ++gathers;
+    if (const auto* w = std::get_if<ir::HostWait>(&t.op)) {
+      waits_on_receives += g.task(w->target).kind() == ir::TaskKind::kRecv ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(gathers, 2);  // rank 1 receives the activation, rank 0 the gradient
+  EXPECT_EQ(waits_on_receives, 0);
+}
+
 TEST(IntraLayerPhases, EachPhaseTakesItsListAndOthersNone) {
   ir::GraphBuilder b;
   const ir::RankId r = b.add_rank();

@@ -83,6 +83,15 @@ TEST(AddMemoryEffects, WithoutDeallocationTheOutputLivesUntilTheBackward) {
   EXPECT_THAT(g.task(kI0).uses, ElementsAre(ir::BufferId{0}, ir::BufferId{2}));
 }
 
+TEST(AddMemoryEffects, TheOutputBufferHoldsTheWholeTensorWhenTheTransferCarriesAPiece) {
+  // The pipeline scatter/gather sends 1/tp of the output; the stage still holds all of it.
+  LoweringOptions options = bytes(true);
+  options.output_bytes = 28;
+  ir::Graph g = add_memory_effects(small_graph(), options);
+  EXPECT_EQ(buffer_text(g, ir::BufferId{2}), "rank 0 output s0 mb0 28");
+  EXPECT_EQ(buffer_text(g, ir::BufferId{3}), "rank 1 activation s1 mb0 100");
+}
+
 TEST(AddMemoryEffects, ForwardOnlyStashesNothing) {
   ir::Graph g = add_memory_effects(
       ir::rows_to_graph(ir::parse_rows("rank 0: 0F0 0SEND_F0\nrank 1: 1RECV_F0 1F0\n")),
@@ -110,8 +119,8 @@ TEST(AddMemoryEffects, NegativeSizesAreRejected) {
   options.weight_grad_bytes = -1;
   EXPECT_THAT([&] { add_memory_effects(small_graph(), options); },
               ThrowsMessage<InvalidConfig>(
-                  HasSubstr("add_memory_effects: activation_bytes (100), weight_grad_bytes (-1) "
-                            "and p2p_bytes (7); expected each >= 0")));
+                  HasSubstr("add_memory_effects: activation_bytes (100), weight_grad_bytes (-1), "
+                            "p2p_bytes (7) and output_bytes (7); expected each >= 0")));
 }
 
 // Unit-time run of the ordering rules: every round starts all startable tasks, then completes

@@ -301,14 +301,16 @@ ParallelSpec every_field() {
           .recompute = Recompute::kSelective,
           .attention = AttentionKernel::kFused,
           .tp_comm_overlap = true,
-          .fp8 = Fp8Recipe::kDelayed};
+          .fp8 = Fp8Recipe::kDelayed,
+          .scatter_gather_p2p = true};
 }
 
 TEST(ParallelJson, WritesEveryKeyInCanonicalOrder) {
   EXPECT_EQ(to_json(every_field()),
             R"({"tp":8,"pp":16,"dp":4,"vp":2,"cp":2,"ep":4,"sequence_parallel":true,)"
             R"("microbatch_size":2,"global_batch":1024,"num_microbatches":128,"seq_len":4096,)"
-            R"("recompute":"selective","attention":"fused","tp_comm_overlap":true,"fp8":"delayed"})"
+            R"("recompute":"selective","attention":"fused","tp_comm_overlap":true,"fp8":"delayed",)"
+            R"("scatter_gather_p2p":true})"
             "\n");
 }
 
@@ -316,7 +318,8 @@ TEST(ParallelJson, WritesUnsetOptionalsAsNull) {
   EXPECT_EQ(to_json(ParallelSpec{}),
             R"({"tp":1,"pp":1,"dp":1,"vp":1,"cp":1,"ep":1,"sequence_parallel":false,)"
             R"("microbatch_size":1,"global_batch":null,"num_microbatches":null,"seq_len":null,)"
-            R"("recompute":"none","attention":"unfused","tp_comm_overlap":false,"fp8":"off"})"
+            R"("recompute":"none","attention":"unfused","tp_comm_overlap":false,"fp8":"off",)"
+            R"("scatter_gather_p2p":false})"
             "\n");
 }
 

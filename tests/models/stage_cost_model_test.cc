@@ -81,6 +81,26 @@ TEST(ModelStageCosts, BoundaryTensorIsSplitBySequenceParallelism) {
       64);
 }
 
+TEST(ModelStageCosts, ThePipelineScatterGatherSendsOneTensorParallelRanksShare) {
+  const ModelSpec model = testing::tiny_gelu(4);
+  // 128 bytes whole (above); each of tp = 2 ranks sends half.
+  EXPECT_EQ(
+      boundary_bytes(model, {.tp = 2, .pp = 2, .microbatch_size = 2, .scatter_gather_p2p = true}),
+      64);
+  // Not split twice under sequence parallelism, which has split it already (Megatron skips the
+  // scatter/gather there); nothing to split at tp = 1.
+  EXPECT_EQ(boundary_bytes(model, {.tp = 2,
+                                   .pp = 2,
+                                   .sequence_parallel = true,
+                                   .microbatch_size = 2,
+                                   .scatter_gather_p2p = true}),
+            64);
+  EXPECT_EQ(boundary_bytes(model, {.pp = 2, .microbatch_size = 2, .scatter_gather_p2p = true}),
+            128);
+  EXPECT_FALSE((ParallelSpec{.tp = 2, .pp = 1, .scatter_gather_p2p = true}.p2p_scatter_gather()));
+  EXPECT_TRUE((ParallelSpec{.tp = 2, .pp = 2, .scatter_gather_p2p = true}.p2p_scatter_gather()));
+}
+
 TEST(ModelStageCosts, LayersMustDivideOverTheStages) {
   const HardwareSpec hw = ideal_machine();
   EXPECT_THAT(

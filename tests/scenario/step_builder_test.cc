@@ -7,11 +7,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
 #include <variant>
 
+#include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/layer_shape.h"
@@ -181,6 +183,78 @@ TEST(StepBuilder, AProfilesSlowdownReplacesTheHardwares) {
       e.result.makespan,
       sim::simulate(step.graph, step.durations, {.compute_slowdown_during_comm = 3.0}).makespan);
   EXPECT_GT(e.result.makespan, sim::simulate(step.graph, step.durations, {}).makespan);
+}
+
+// Note [pipeline scatter/gather] (lowering/intra_layer.h): each tensor-parallel rank sends 1/tp
+// of the boundary tensor (b·s·h elements) and the receiving stage all-gathers the whole of it
+// over its tensor-parallel group; expected from the communication model's formulas directly.
+TEST(StepBuilder, ThePipelineScatterGatherSendsAPieceAndAllGathersItAfterEachReceive) {
+  Scenario s = gpt_125m(4, 2, 2);  // pipeline neighbours 8 ranks apart: across nodes
+  // b·s·h elements of bf16.
+  ASSERT_EQ(models::element_bytes(s.model->dtype), 2.0);
+  const std::int64_t whole = 1 * 128 * s.model->hidden * 2;
+  const Step plain = build_step(s);
+  s.parallel.scatter_gather_p2p = true;
+  const Step step = build_step(s);
+  const models::CommModel comm(s.hardware);
+  ASSERT_FALSE(step.p2p_same_node);
+  const auto count_transfers = [](const Step& st, std::int64_t bytes) {
+    int n = 0;
+    for (const ir::Task& t : st.graph.tasks()) {
+      if (const auto* r = std::get_if<ir::Recv>(&t.op)) n += r->bytes == bytes ? 1 : 0;
+      if (const auto* x = std::get_if<ir::Send>(&t.op)) n += x->bytes == bytes ? 1 : 0;
+    }
+    return n;
+  };
+  const auto is_gather = [](const ir::Task& t) {
+    return std::holds_alternative<ir::Collective>(t.op) && t.label.ends_with(" recv)");
+  };
+  // 1F1B over 2 stages and 4 microbatches: 4 activations forward, 4 gradients back.
+  EXPECT_EQ(count_transfers(plain, whole), 16);
+  EXPECT_EQ(count_transfers(step, whole / 4), 16);
+  int gathers = 0;
+  for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
+    const ir::Task& t = step.graph.task(ir::TaskId{i});
+    const sim::Time d = step.durations[static_cast<std::size_t>(i)];
+    if (t.kind() == ir::TaskKind::kRecv) {
+      EXPECT_EQ(d, sim::from_seconds(comm.p2p_time(whole / 4, false)));
+    }
+    if (!is_gather(t)) continue;
+    ++gathers;
+    const auto& c = std::get<ir::Collective>(t.op);
+    EXPECT_EQ(c.op, ir::CollectiveOp::kAllGather);
+    EXPECT_EQ(c.bytes, whole);
+    EXPECT_EQ(c.count, 1);
+    EXPECT_TRUE(step.graph.data().groups[c.group.index()].name.starts_with("tp"));
+    EXPECT_EQ(step.group_placements[c.group.index()],
+              (models::GroupPlacement{.ranks = 4, .nodes = 1}));
+    EXPECT_EQ(d, sim::from_seconds(comm.collective_time(models::CommOp::kAllGather, whole,
+                                                        {.ranks = 4, .nodes = 1})));
+    // It follows a receive, and whatever computes with the received tensor waits for it.
+    ASSERT_EQ(t.deps.size(), 1U);
+    const ir::TaskId recv = t.deps[0];
+    EXPECT_EQ(step.graph.task(recv).kind(), ir::TaskKind::kRecv);
+    for (const ir::Task& other : step.graph.tasks()) {
+      const bool uses_recv = std::ranges::find(other.deps, recv) != other.deps.end();
+      if (uses_recv && other.kind() == ir::TaskKind::kCompute) {
+        EXPECT_THAT(other.deps, ::testing::Contains(ir::TaskId{i})) << other.label;
+      }
+    }
+  }
+  EXPECT_EQ(gathers, 8);
+  // The sent output is held whole until its send completes.
+  for (const ir::Buffer& b : step.graph.data().buffers) {
+    if (b.name.starts_with("output")) {
+      EXPECT_EQ(b.bytes, whole) << b.name;
+    }
+  }
+  // Every tensor-parallel peer in the graph: each gathers with its group.
+  EXPECT_NO_THROW((void)build_step(s, Replication::kFull));
+  // Sequence parallelism splits the boundary tensor already: nothing to gather.
+  s.parallel.sequence_parallel = true;
+  const Step sp = build_step(s);
+  EXPECT_EQ(count_transfers(sp, whole / 4), 16);
+  EXPECT_EQ(std::ranges::count_if(sp.graph.tasks(), is_gather), 0);
 }
 
 }  // namespace

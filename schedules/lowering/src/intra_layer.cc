@@ -27,13 +27,15 @@ using ir::TaskId;
 constexpr std::size_t kGroupKinds = 9;  // GroupKind's enumerators
 constexpr const char* kWhere = "intra-layer collectives: ";
 
-// One half of a compute unit: the task itself, or the backward half of DualPipe's F&B unit.
+// One half of a compute unit: the task itself, or the backward half of DualPipe's F&B unit; or
+// a pipeline receive (Note [pipeline scatter/gather]), whose phase is its consumer's.
 struct Half {
   ir::Phase phase = ir::Phase::kOther;
   ir::StageId stage;
   ir::ChunkId chunk;
   ir::MicrobatchId microbatch;
   ir::LayerRange layers;
+  bool received = false;
 };
 
 // The halves of one task that issue collectives (none, one, or both of an F&B unit).
@@ -65,6 +67,16 @@ const std::vector<LayerCollective>& entries_of(const IntraLayerComm& comm, ir::P
   return kNone;
 }
 
+const std::vector<LayerCollective>& entries_of(const IntraLayerComm& comm, const Half& h) {
+  return h.received ? comm.received : entries_of(comm, h.phase);
+}
+
+// A layer's entry stands for its collectives in each of the half's layers; a receive's, once.
+std::int64_t count_of(const LayerCollective& e, const Half& h) {
+  return h.received ? std::int64_t{e.per_layer}
+                    : std::int64_t{e.per_layer} * (h.layers.last - h.layers.first);
+}
+
 void check_entries(const std::vector<LayerCollective>& list, const char* name) {
   for (std::size_t i = 0; i < list.size(); ++i) {
     const LayerCollective& e = list[i];
@@ -89,6 +101,7 @@ void check_entries(const IntraLayerComm& comm) {
   check_entries(comm.backward_input, "backward_input");
   check_entries(comm.backward_weight, "backward_weight");
   check_entries(comm.recompute, "recompute");
+  check_entries(comm.received, "received");
 }
 
 // "tp all-reduce x12 (F mb3)". Appended in place: a step labels thousands of collectives.
@@ -100,6 +113,7 @@ std::string collective_label(const LayerCollective& e, std::int32_t count, const
   label.append(" x").append(std::to_string(count)).append(" (");
   label.append(kLetter.at(static_cast<std::size_t>(h.phase)));
   if (h.microbatch.valid()) label.append(" mb").append(std::to_string(h.microbatch.value()));
+  if (h.received) label.append(" recv");
   label.append(")");
   return label;
 }
@@ -135,6 +149,9 @@ class IntraLayerPass {
   // without blocking ones, its overlapped collectives.
   std::vector<std::pair<std::int32_t, std::int32_t>> finish_;
   std::vector<char> finish_implies_task_;
+  // Whether the task's stream successor waits for its finish too: a layer's next kernel needs
+  // the collectives' result, a receive's next transfer does not need its gather.
+  std::vector<char> finish_binds_stream_;
   std::vector<TaskId> finish_flat_;
   std::vector<TaskId> last_on_stream_;  // by stream: the last original task seen on it
   std::unordered_map<std::string, ir::GroupId> group_by_name_;
@@ -150,6 +167,7 @@ IntraLayerPass::IntraLayerPass(ir::GraphBuilder& b, const IntraLayerComm& comm)
       original_tasks_(b.data().tasks.size()),
       finish_(original_tasks_),
       finish_implies_task_(original_tasks_, 0),
+      finish_binds_stream_(original_tasks_, 1),
       last_on_stream_(b.data().streams.size()),
       next_seq_(b.data().groups.size(), 0) {
   const ir::GraphData& data = b.data();
@@ -190,8 +208,17 @@ void IntraLayerPass::run(ir::RankId rank) {
 
 Halves IntraLayerPass::halves_of(TaskId x) const {
   const ir::Task& t = b_.data().tasks[x.index()];
-  const auto* c = std::get_if<ir::Compute>(&t.op);
   Halves halves;
+  if (const auto* r = std::get_if<ir::Recv>(&t.op)) {
+    if (!comm_.received.empty()) {
+      const ir::Phase consumer = r->what == ir::P2PKind::kActivation ? ir::Phase::kForward
+                                 : r->what == ir::P2PKind::kGradient ? ir::Phase::kBackward
+                                                                     : ir::Phase::kOther;
+      halves.items[halves.size++] = {consumer, t.stage, t.chunk, t.microbatch, {}, true};
+    }
+    return halves;
+  }
+  const auto* c = std::get_if<ir::Compute>(&t.op);
   if (c == nullptr) return halves;
   // An F&B unit's own tags describe its forward half (ir::OverlapPart).
   const ir::Phase own = c->overlapped ? ir::Phase::kForward : c->phase;
@@ -211,7 +238,7 @@ std::size_t IntraLayerPass::count_collectives() const {
   std::size_t n = 0;
   for (std::size_t i = 0; i < original_tasks_; ++i) {
     for (const Half& h : halves_of(TaskId{static_cast<std::int32_t>(i)})) {
-      n += entries_of(comm_, h.phase).size();
+      n += entries_of(comm_, h).size();
     }
   }
   return n;
@@ -251,7 +278,7 @@ void IntraLayerPass::wait_for_units(TaskId x, std::vector<TaskId>& order) {
   }
   if (t.stream.valid() && t.stream.index() < last_on_stream_.size()) {
     TaskId& previous = last_on_stream_[t.stream.index()];
-    if (previous.valid()) {
+    if (previous.valid() && finish_binds_stream_[previous.index()]) {
       for (TaskId f : finish_of(previous)) add_missing(deps, f);
     }
     previous = x;
@@ -265,7 +292,8 @@ void IntraLayerPass::add_collectives(TaskId x, const Halves& halves, std::vector
   const std::vector<TaskId> deps = b_.data().tasks[x.index()].deps;
   std::vector<TaskId> overlapped;
   for (const Half& h : halves) {
-    for (const LayerCollective& e : entries_of(comm_, h.phase)) {
+    if (h.received) finish_binds_stream_[x.index()] = 0;
+    for (const LayerCollective& e : entries_of(comm_, h)) {
       if (e.overlapped) overlapped.push_back(add_collective(x, h, e, deps));
     }
   }
@@ -273,7 +301,7 @@ void IntraLayerPass::add_collectives(TaskId x, const Halves& halves, std::vector
   order.push_back(x);
   TaskId previous;
   for (const Half& h : halves) {
-    for (const LayerCollective& e : entries_of(comm_, h.phase)) {
+    for (const LayerCollective& e : entries_of(comm_, h)) {
       if (e.overlapped) continue;
       std::vector<TaskId> after;
       if (!previous.valid()) {
@@ -301,7 +329,7 @@ void IntraLayerPass::add_collectives(TaskId x, const Halves& halves, std::vector
 
 TaskId IntraLayerPass::add_collective(TaskId x, const Half& h, const LayerCollective& e,
                                       std::vector<TaskId> deps) {
-  const std::int64_t count = std::int64_t{e.per_layer} * (h.layers.last - h.layers.first);
+  const std::int64_t count = count_of(e, h);
   if (count > std::numeric_limits<std::int32_t>::max() ||
       (e.bytes > 0 && count > std::numeric_limits<std::int64_t>::max() / e.bytes)) {
     throw InvalidConfig(kWhere + ir::describe_task(b_.data(), x) + ": " +

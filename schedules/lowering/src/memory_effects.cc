@@ -8,10 +8,10 @@
 //   - I allocates the weight-gradient stash (weight_grad_bytes), used by its W: I turns M_B into
 //     M_W, W frees M_W.
 //   - F of a stage whose output is sent (a SEND_F of the same (stage, mb) on the rank) also
-//     allocates the output tensor (p2p_bytes). With deallocate_output (Megatron's
-//     deallocate_output_tensor, §1.6) its last user is that SEND_F, so it is freed once the send
-//     completes; without it the output stays alive until the backward. An output handed to a
-//     local next stage (V placement) or the last stage's loss gets no buffer of its own: the
+//     allocates the output tensor (output_bytes, else p2p_bytes). With deallocate_output
+//     (Megatron's deallocate_output_tensor, §1.6) its last user is that SEND_F, so it is freed once
+//     the send completes; without it the output stays alive until the backward. An output handed to
+//     a local next stage (V placement) or the last stage's loss gets no buffer of its own: the
 //     consumer's activation stash holds it.
 //   - OVERLAP_F_B units play both roles: the forward half allocates, the backward half uses.
 
@@ -90,7 +90,8 @@ void add_buffers(ir::GraphBuilder& b, const Key& key, const Roles& roles,
     b.task(roles.weight).uses.push_back(stash);
   }
   if (roles.forward.valid() && roles.send.valid()) {
-    ir::BufferId out = buffer("output", options.p2p_bytes, roles.forward);
+    ir::BufferId out =
+        buffer("output", options.output_bytes.value_or(options.p2p_bytes), roles.forward);
     b.task(roles.send).uses.push_back(out);
     if (!options.deallocate_output && roles.backward.valid()) {
       b.task(roles.backward).uses.push_back(out);
@@ -101,11 +102,14 @@ void add_buffers(ir::GraphBuilder& b, const Key& key, const Roles& roles,
 }  // namespace
 
 void add_memory_effects(ir::GraphBuilder& b, const LoweringOptions& options) {
-  if (options.activation_bytes < 0 || options.weight_grad_bytes < 0 || options.p2p_bytes < 0) {
+  const std::int64_t output = options.output_bytes.value_or(options.p2p_bytes);
+  if (options.activation_bytes < 0 || options.weight_grad_bytes < 0 || options.p2p_bytes < 0 ||
+      output < 0) {
     throw InvalidConfig("add_memory_effects: activation_bytes (" +
                         std::to_string(options.activation_bytes) + "), weight_grad_bytes (" +
-                        std::to_string(options.weight_grad_bytes) + ") and p2p_bytes (" +
-                        std::to_string(options.p2p_bytes) + "); expected each >= 0");
+                        std::to_string(options.weight_grad_bytes) + "), p2p_bytes (" +
+                        std::to_string(options.p2p_bytes) + ") and output_bytes (" +
+                        std::to_string(output) + "); expected each >= 0");
   }
   for (const auto& [key, roles] : collect_roles(b.data())) add_buffers(b, key, roles, options);
 }

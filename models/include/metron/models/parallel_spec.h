@@ -4,10 +4,12 @@
 //
 //   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
 //    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
-//    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false, "fp8": "off"}
+//    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false, "fp8": "off",
+//    "scatter_gather_p2p": false}
 //
 // Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
-// recompute to "none", attention to "unfused", tp_comm_overlap to false, fp8 to "off"; seq_len
+// recompute to "none", attention to "unfused", tp_comm_overlap to false, fp8 to "off",
+// scatter_gather_p2p to false (Megatron-Core has no such option); seq_len
 // defaults to the model's (null = unset); global_batch and num_microbatches may be null. The number
 // of microbatches per iteration comes from num_microbatches when given, else from global_batch /
 // (microbatch_size · dp); when both are given they must agree.
@@ -83,6 +85,11 @@ struct ParallelSpec {
   /// The transformer layers' linear GEMMs in FP8 (Note [fp8 training]); needs a GPU with an fp8
   /// peak.
   Fp8Recipe fp8 = Fp8Recipe::kOff;
+  /// Megatron-LM 2.x's --scatter-gather-tensors-in-pipeline (on by default there, gone from
+  /// Megatron-Core): each tensor-parallel rank sends 1/tp of the boundary tensor to the next
+  /// stage, which all-gathers it over its tensor-parallel group (Narayanan et al. SC'21 §4.1;
+  /// Note [pipeline scatter/gather] in lowering/pipeline_gather.h).
+  bool scatter_gather_p2p = false;
 
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }
@@ -95,6 +102,12 @@ struct ParallelSpec {
   }
   /// Sequence parallelism in effect: requested and tp > 1 (Megatron turns it off at tp = 1).
   [[nodiscard]] bool sp() const { return sequence_parallel && tp > 1; }
+  /// The pipeline scatter/gather in effect: requested, tp > 1 and pp > 1, without sequence
+  /// parallelism, whose boundary tensor is already split over tp (Megatron-LM's 2022
+  /// megatron/p2p_communication.py skips the scatter/gather there too).
+  [[nodiscard]] bool p2p_scatter_gather() const {
+    return scatter_gather_p2p && tp > 1 && pp > 1 && !sp();
+  }
 
   friend bool operator==(const ParallelSpec&, const ParallelSpec&) = default;
 };

@@ -10,7 +10,8 @@
 //     B  = I + W
 //   (recompute runs just before the backward of the same layer, so it is charged to I).
 //   p2p = the communication model's time for one boundary tensor, b · s/cp · h elements of the
-//   model's dtype (/tp under sequence parallelism), inside a node when the pipeline neighbours
+//   model's dtype (/tp under sequence parallelism or the pipeline scatter/gather, whose
+//   all-gather is a task of its own: lowering/pipeline_gather.h), inside a node when the pipeline neighbours
 //   share one (group_placement.h), else across.
 //   Not yet included: the tensor-, context- and expert-parallel collectives inside a layer
 //   (they come with the intra-layer lowering), so tp > 1 times are compute only.
@@ -32,7 +33,8 @@ namespace metron::models {
 StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
                              const ComputeModel& compute, const CommModel& comm);
 
-/// Bytes of the tensor one pipeline stage sends the next per microbatch.
+/// Bytes of the tensor one pipeline stage sends the next per microbatch, per GPU: its share of
+/// the boundary tensor under sequence parallelism or the pipeline scatter/gather.
 std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec);
 
 /// The ops of one Adam step on a GPU of pipeline rank `pipeline_rank`: over its parameters, or

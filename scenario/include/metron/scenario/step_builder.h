@@ -10,7 +10,8 @@
 //      With a model, every stage's compute tasks carry their layer range (model layers / model
 //      stages each).
 //   3. With a model: the intra-layer collectives (schedules/intra_layer.h, sizes from
-//      models::layer_comm); data parallelism (schedules/data_parallel.h): kFull lays dp replicas
+//      models::layer_comm) and, under the pipeline scatter/gather, a tensor-parallel all-gather
+//      after each receive (Note [pipeline scatter/gather] there); data parallelism (schedules/data_parallel.h): kFull lays dp replicas
 //      side by side; kSymmetric keeps one, since replicas are identical, and charges each
 //      collective for the whole group anyway, so a 10,000-GPU step costs no more than its
 //      pipeline; then, when dp·cp > 1, the scenario's sync policy (schedules/sync_policy.h) over

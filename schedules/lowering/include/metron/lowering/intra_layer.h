@@ -29,6 +29,19 @@
 //
 //   Groups are the rank's own ("tp3", comm_groups.h): the graph never holds a rank's tensor-,
 //   context- or expert-parallel peers, and a cost model charges the real group.
+//
+// Note [pipeline scatter/gather]: Megatron-LM 2.x's --scatter-gather-tensors-in-pipeline (on by
+//   default there; Narayanan et al. SC'21 §4.1; megatron/p2p_communication.py and mpu's
+//   split_tensor_into_1d_equal_chunks / gather_split_1d_tensor). Without sequence parallelism
+//   each of a stage's t tensor-parallel ranks holds the whole boundary tensor, and each of the
+//   next stage's t ranks needs it whole. Rather than t copies over the pipeline's (inter-node)
+//   link, each rank sends its 1/t piece, and the receiving stage all-gathers the pieces over its
+//   tensor-parallel group, inside the node; activations forward and gradients backward alike.
+//   The sends and receives are sized 1/t by the caller (models::boundary_bytes); the `received`
+//   entries are issued once right after every receive, blocking like a layer's entries: the
+//   first depends on the receive, and what waited for the receive (its dependents, the host
+//   waits of Megatron's batched exchanges) waits for the last one too, since the receive alone
+//   leaves a piece. The receive's stream successor does not: the next transfer needs no gather.
 
 #include <cstdint>
 #include <vector>
@@ -58,15 +71,17 @@ struct IntraLayerComm {
   std::vector<LayerCollective> backward_input;
   std::vector<LayerCollective> backward_weight;
   std::vector<LayerCollective> recompute;
+  /// Issued `per_layer` times after every pipeline receive (Note [pipeline scatter/gather]).
+  std::vector<LayerCollective> received;
   [[nodiscard]] bool empty() const {
     return forward.empty() && backward.empty() && backward_input.empty() &&
-           backward_weight.empty() && recompute.empty();
+           backward_weight.empty() && recompute.empty() && received.empty();
   }
 };
 
 /// Adds Note [intra-layer collectives] to every compute task with a stage and a layer range
 /// (DualPipe's overlapped F&B units get the forward entries for their layers and their backward
-/// half's entries for its layers). Streams are named after the group kind ("tp", "cp", "ep");
+/// half's entries for its layers), and Note [pipeline scatter/gather] to every receive. Streams are named after the group kind ("tp", "cp", "ep");
 /// groups are group_name(kind, rank) with sequence numbers rising in issue order (continuing an
 /// existing group of that name). Each rank's issue order is rebuilt once. Throws InvalidConfig
 /// for an entry with per_layer < 1 or bytes < 0, or a count beyond int32.

@@ -68,7 +68,10 @@ struct LoweringOptions {
   bool deallocate_output = true;       ///< Megatron's deallocate_output_tensor
   std::int64_t activation_bytes = 1;   ///< one microbatch's activation on one stage (M_B)
   std::int64_t weight_grad_bytes = 1;  ///< the weight-gradient stash I leaves for W (M_W)
-  std::int64_t p2p_bytes = 1;          ///< one boundary tensor
+  std::int64_t p2p_bytes = 1;          ///< one boundary tensor, as each transfer carries it
+  /// The memory of the output tensor a stage sends; nullopt: p2p_bytes. Larger under the
+  /// pipeline scatter/gather, which sends 1/tp of it (Note [pipeline scatter/gather]).
+  std::optional<std::int64_t> output_bytes;
   /// Megatron's pipeline split rank for encoder-and-decoder models (stages before it encode).
   std::optional<std::int32_t> encoder_decoder_split;
   std::int64_t encoder_output_bytes = 1;  ///< the second tensor decoder stages exchange

@@ -83,6 +83,9 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
   g.add_option("--zero-max-reuse-distance", f.zero_max_reuse_distance,
                "zero3: stage3_max_reuse_distance (1e9)");
   g.add_flag("--broadcast-fp16", f.broadcast_fp16, "fairscale: broadcast parameters in fp16");
+  g.add_flag("--zero-synchronous-fetch", f.zero_synchronous_fetch,
+             "zero3: DeepSpeed's 2021 fetch (v0.3.13 to v0.5.x), which device-synchronises\n"
+             "before each parameter all-gather and after each fetch");
   g.add_flag("--warmup", f.warmup,
              "simulate the first (warm-up) iteration instead of the steady state");
 }
@@ -115,6 +118,7 @@ sync::SyncOptions apply_sync_flags(const SyncFlags& f, sync::SyncOptions o,
   if (f.zero_max_live_parameters) o.zero_max_live_parameters = *f.zero_max_live_parameters;
   if (f.zero_max_reuse_distance) o.zero_max_reuse_distance = *f.zero_max_reuse_distance;
   if (f.broadcast_fp16) o.broadcast_fp16 = true;
+  if (f.zero_synchronous_fetch) o.zero_synchronous_fetch = true;
   if (f.warmup) o.iteration = sync::Iteration::kWarmup;
   return o;
 }

@@ -32,6 +32,7 @@ struct SyncFlags {
   std::optional<std::int64_t> zero_prefetch_bucket_size, zero_param_persistence_threshold,
       zero_max_live_parameters, zero_max_reuse_distance;
   bool broadcast_fp16 = false;
+  bool zero_synchronous_fetch = false;
   bool warmup = false;
 };
 

@@ -57,6 +57,7 @@ const std::vector<std::pair<std::string_view, Field>>& fields() {
       {"zero_param_persistence_threshold", &SyncOptions::zero_param_persistence_threshold},
       {"zero_max_live_parameters", &SyncOptions::zero_max_live_parameters},
       {"zero_max_reuse_distance", &SyncOptions::zero_max_reuse_distance},
+      {"zero_synchronous_fetch", &SyncOptions::zero_synchronous_fetch},
       {"broadcast_fp16", &SyncOptions::broadcast_fp16},
   };
   return kFields;

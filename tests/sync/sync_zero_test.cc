@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -443,6 +444,63 @@ TEST(ZeroStage3, PrefetchesUpcomingLayersWithinTheBudget) {
   EXPECT_EQ(coalesced[1].label, "zero3 prefetch AG layer 1 2 at fwd layer 0 mb 0");
   EXPECT_EQ(coalesced[1].bytes, 440);
   EXPECT_EQ(coalesced[2].label, "zero3 prefetch AG layer 3 0 at fwd layer 1 mb 0");
+}
+
+// zero_synchronous_fetch (DeepSpeed 2021: torch.cuda.synchronize() before each parameter
+// gather and after each fetch). With prefetch (budget 110, one layer ahead) and every layer
+// released, every piece's fetch is a first wait, so: no fetch-event throttle; before each piece the
+// host waits for its layer's gather and for the piece before it; and no collective is left in
+// flight for more than one piece: each is waited for before the second compute task issued
+// after it (a prefetch runs under one piece; a hook's reduce-scatter under none, since the next
+// fetch waits for it).
+TEST(ZeroStage3, SynchronousFetchKeepsTheHostAtMostOnePieceAhead) {
+  SyncOptions options = kNoReuse;
+  options.zero_prefetch_bucket_size = 110;
+  options.zero_synchronous_fetch = true;
+  const ir::Graph g = lower_with({.microbatches = 2}, options);
+  const RankId r{0};
+  EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
+  const std::span<const TaskId> order = g.issue_order(r);
+  std::vector<std::size_t> computes;  // positions of compute tasks
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (std::holds_alternative<ir::Compute>(g.task(order[i]).op)) computes.push_back(i);
+  }
+  std::vector<std::size_t> waited_at(order.size(), order.size());  // by target position
+  for (const Wait& w : host_waits(g, r)) {
+    EXPECT_EQ(w.label.find("fetch throttle"), std::string::npos) << w.label;
+    const auto target = static_cast<std::size_t>(g.issue_position(w.target));
+    waited_at[target] =
+        std::min(waited_at[target], static_cast<std::size_t>(g.issue_position(w.id)));
+  }
+  int checked = 0;
+  for (std::size_t k = 1; k < computes.size(); ++k) {
+    const ir::Task& p = g.task(order[computes[k]]);
+    const auto* c = std::get_if<ir::Compute>(&p.op);
+    if (c->phase != ir::Phase::kForward && c->phase != ir::Phase::kBackward) continue;
+    // Its layer's gather and the piece before it are waited for before it is issued.
+    EXPECT_LT(waited_at[computes[k - 1]], computes[k]) << p.label;
+    bool gathered = false;
+    for (TaskId d : p.deps) {
+      const auto* ag = std::get_if<ir::Collective>(&g.task(d).op);
+      if (ag == nullptr || ag->op != CollectiveOp::kAllGather) continue;
+      gathered = true;
+      EXPECT_LT(waited_at[static_cast<std::size_t>(g.issue_position(d))], computes[k]) << p.label;
+    }
+    EXPECT_TRUE(gathered) << p.label;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2 * 8 - 1);  // every layer piece of both microbatches but the first
+  int collectives = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (!std::holds_alternative<ir::Collective>(g.task(order[i]).op)) continue;
+    const auto after = std::upper_bound(computes.begin(), computes.end(), i);
+    if (after == computes.end() || after + 1 == computes.end()) continue;
+    EXPECT_LT(waited_at[i], *(after + 1)) << g.task(order[i]).label;
+    ++collectives;
+  }
+  // Per microbatch 8 gathers and 4 reduce-scatters, but the last one, after the last piece
+  // (the epilogue waits for it).
+  EXPECT_EQ(collectives, 2 * (8 + 4) - 1);
 }
 
 // Iteration 1 records the trace during the first forward and backward: no prefetch and every

@@ -47,6 +47,13 @@
 //       d)·grad_bytes) after its hook piece, at most 2 outstanding (a HostWait on the RS two
 //       buckets back); the epilogue host-synchronises on the last RS. Without overlap_comm both
 //       streams are the compute stream: the compute after a prefetch or an RS waits for it.
+//     - zero_synchronous_fetch (DeepSpeed v0.3.13 to v0.5.x: torch.cuda.synchronize() in
+//       _allgather_param before each tensor's all-gather, and in _synchronize_communication at
+//       the end of every fetch that gathered or found its tensors in flight): before each AG
+//       and after a fetch's first wait on its AG, the host waits for the rank's previous
+//       compute piece and every collective issued since the last such synchronisation
+//       (HostWaits, skipped when they add nothing). Gathers then run at most one prefetch ahead
+//       of the compute, and a backward's reduce-scatters are waited for at the next fetch.
 //     - after the step: a synchronous AG of the persistent tensors, when there are any (also in
 //       warm-up, whose first gathers of them are not modelled).
 //   Resident layers are per rank and carry across microbatches (under pipelining a layer kept

@@ -64,6 +64,7 @@ class Zero3 {
   [[nodiscard]] bool reused(Work w, std::int32_t step) const;
   TaskId gather(TaskId piece, Work w, const std::vector<std::int32_t>& modules, std::string label);
   void on_gradient_piece(TaskId piece, Work w, TaskId next);
+  void synchronize(TaskId piece, const std::string& why);
   void gather_persistent(TaskId step);
 
   [[nodiscard]] const Zero3Chunk& chunk(std::int32_t c) const {
@@ -100,6 +101,10 @@ class Zero3 {
   std::vector<bool> trace_complete_;     ///< by chunk
   std::map<Work, Reduction> reductions_;
   std::map<std::pair<Role, Work>, std::vector<TaskId>> piece_of_module_;
+  // zero_synchronous_fetch: the compute piece before the one being walked, and the collectives
+  // issued since the host last synchronised.
+  TaskId previous_piece_;
+  std::vector<TaskId> unsynchronised_;
 };
 
 Zero3Chunk Zero3::plan_chunk(const ChunkParams& params) const {
@@ -183,6 +188,8 @@ void Zero3::walk(RankId rank) {
   trace_complete_.assign(static_cast<std::size_t>(ctx_.num_chunks(rank)), cfg_.steady);
   reductions_.clear();
   piece_of_module_.clear();
+  previous_piece_ = {};
+  unsynchronised_.clear();
   const std::vector<TaskId> order = ctx_.compute_order(rank);
   const auto next = next_compute(order);
   const TaskId step = ctx_.optimizer_step(rank);
@@ -195,6 +202,7 @@ void Zero3::walk(RankId rank) {
         run_modules(p, role, w);
       }
     }
+    previous_piece_ = p;
   }
 }
 
@@ -241,7 +249,12 @@ void Zero3::fetch(TaskId piece, Work w, std::int32_t step) {
     it = resident_.find({w.chunk, i});
   }
   Resident& r = it->second;
-  if (!r.waited) {
+  if (!r.waited && options_.zero_synchronous_fetch) {
+    // _synchronize_communication: the gather, then the whole device.
+    ctx_.issue_before(piece, ctx_.host_wait(rank_, r.gather, "zero3 fetch " + step_text(w, step)));
+    std::erase(unsynchronised_, r.gather);
+    synchronize(piece, "after fetch " + step_text(w, step));
+  } else if (!r.waited) {
     if (const auto oldest = fetches_.make_room()) {
       ctx_.issue_before(
           piece, ctx_.host_wait(rank_, *oldest, "zero3 fetch throttle " + step_text(w, step)));
@@ -300,6 +313,8 @@ TaskId Zero3::gather(TaskId piece, Work w, const std::vector<std::int32_t>& modu
                      std::string label) {
   std::int64_t bytes = 0;
   for (std::int32_t i : modules) bytes += module(w.chunk, i).gathered_bytes;
+  // _allgather_param synchronises the device before each tensor's gather.
+  if (options_.zero_synchronous_fetch) synchronize(piece, "before " + label);
   const TaskId ag =
       ctx_.collective(rank_, {.kind = lowering::GroupKind::kData,
                               .op = ir::CollectiveOp::kAllGather,
@@ -310,6 +325,7 @@ TaskId Zero3::gather(TaskId piece, Work w, const std::vector<std::int32_t>& modu
                               .microbatch = w.microbatch,
                               .label = std::move(label)});
   ctx_.issue_before(piece, ag);
+  if (options_.zero_synchronous_fetch) unsynchronised_.push_back(ag);
   for (std::int32_t i : modules) {
     const Module& m = module(w.chunk, i);
     const BufferId buffer = ctx_.allocate(
@@ -351,6 +367,7 @@ void Zero3::on_gradient_piece(TaskId piece, Work w, TaskId next) {
                                          ") " + (epilogue ? "epilogue" : "hook") + mb,
                                 .deps = {piece}});
     ctx_.issue_after(piece, rs);
+    if (options_.zero_synchronous_fetch) unsynchronised_.push_back(rs);
     red.throttle.record(rs);
     red.last = rs;
     if (!cfg_.overlap) depend(b, rs, next);  // the reduce stream is the compute's
@@ -359,6 +376,19 @@ void Zero3::on_gradient_piece(TaskId piece, Work w, TaskId next) {
   if (piece == pieces.back() && red.last.valid()) {
     ctx_.issue_after(piece, ctx_.host_wait(rank_, red.last, "zero3 epilogue synchronize" + mb));
   }
+}
+
+// torch.cuda.synchronize() before `piece`: the host waits for the compute before it and every
+// collective issued since it last synchronised (zero_synchronous_fetch). A HostWait on the
+// previous piece already waited for adds nothing, so it is issued once.
+void Zero3::synchronize(TaskId piece, const std::string& why) {
+  const std::string label = "zero3 synchronize " + why;
+  if (previous_piece_.valid()) {
+    ctx_.issue_before(piece, ctx_.host_wait(rank_, previous_piece_, label));
+    previous_piece_ = {};
+  }
+  for (TaskId c : unsynchronised_) ctx_.issue_before(piece, ctx_.host_wait(rank_, c, label));
+  unsynchronised_.clear();
 }
 
 // _post_step: the updated persistent parameters all-gathered (all_gather_coalesced layout).

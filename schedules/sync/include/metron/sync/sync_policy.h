@@ -127,6 +127,10 @@ struct SyncOptions {
   std::int64_t zero_param_persistence_threshold = 100'000;  ///< ZeRO-3, elements
   std::int64_t zero_max_live_parameters = 1'000'000'000;    ///< ZeRO-3, elements
   std::int64_t zero_max_reuse_distance = 1'000'000'000;     ///< ZeRO-3, elements
+  /// ZeRO-3 as DeepSpeed ran it through 2021 (v0.3.13 to v0.5.x): torch.cuda.synchronize()
+  /// before each parameter all-gather and after each fetch, so the host never runs ahead of
+  /// the GPU (Note [zero lowering], sync_zero.h).
+  bool zero_synchronous_fetch = false;
   bool broadcast_fp16 = false;                              ///< fairscale OSS
   friend bool operator==(const SyncOptions&, const SyncOptions&) = default;
 };

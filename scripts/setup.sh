@@ -24,11 +24,13 @@ MAIN_JOB=(build/release/cli/metron plan)
 # Debian packages metron builds with. CUDA is not among them: it is used when present. The
 # executor's CPU backend needs libtorch and Gloo, and an optimised BLAS under libtorch (the
 # reference BLAS it would load otherwise is ~65x slower); torchrun (python3-torch) and mpirun
-# (openmpi-bin) launch ranks in its tests.
+# (openmpi-bin) launch ranks in its tests. The notebooks run on Debian's Jupyter (nbclient,
+# ipykernel) with matplotlib and pandas.
 PACKAGES=(cmake ninja-build g++ make pkg-config nlohmann-json3-dev libfmt-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang-format clang-tidy zlib1g-dev git python3
   clang-14 libclang-rt-14-dev llvm-14 libprotobuf-dev protobuf-compiler python3-protobuf
-  libtorch-dev libgloo-dev libopenblas0-pthread python3-torch openmpi-bin)
+  libtorch-dev libgloo-dev libopenblas0-pthread python3-torch openmpi-bin python3-nbclient
+  python3-ipykernel python3-matplotlib python3-pandas)
 
 # The files that include libtorch or Gloo headers, which clang cannot parse in C++20 (g++ can):
 # they stay few (docs/STYLE.md) and out of the clang-tidy run.

@@ -16,9 +16,12 @@ python3 comes first on PATH.
 """
 
 import argparse
+import atexit
 import base64
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,6 +50,12 @@ def main():
         os.environ["METRON_NOTEBOOK_QUICK"] = "1"
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"  # the kernel's debugger's start-up note
+    # Kernel connection files, IPython's profile and matplotlib's font cache in a scratch folder:
+    # CI's home may be read-only, and a run must not depend on what an earlier one left there.
+    scratch = tempfile.mkdtemp(prefix="metron-notebooks-")
+    atexit.register(shutil.rmtree, scratch, True)
+    for name in ("JUPYTER_RUNTIME_DIR", "IPYTHONDIR", "MPLCONFIGDIR"):
+        os.environ.setdefault(name, os.path.join(scratch, name.lower()))
     notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
     for path in notebooks:
         print(f"run_notebooks: {path.name} ...", file=sys.stderr, flush=True)

@@ -6,6 +6,7 @@ that has one (release, then asan), else `metron` on PATH. METRON_NOTEBOOK_QUICK=
 sets) asks each notebook for its small configuration, so a run takes seconds.
 """
 
+import atexit
 import json
 import os
 import shutil
@@ -34,8 +35,10 @@ def binary():
 
 
 def workdir():
-    """A fresh folder for one notebook's files."""
-    return Path(tempfile.mkdtemp(prefix="metron-notebook-"))
+    """A fresh folder for one notebook's files, removed when the kernel exits."""
+    folder = tempfile.mkdtemp(prefix="metron-notebook-")
+    atexit.register(shutil.rmtree, folder, True)
+    return Path(folder)
 
 
 def metron(*args):

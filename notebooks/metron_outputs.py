@@ -102,3 +102,32 @@ def draw_timeline(ax, slices, title):
     ax.set_title(title)
     handles = [Patch(color=c, label=k) for k, c in KIND_COLOURS.items()]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+
+
+def union_length(intervals):
+    """Total length covered by (start, end) intervals."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def temporal_breakdown(path):
+    """Holistic Trace Analysis's temporal breakdown of one per-rank (Kineto-style) trace, in ms:
+    idle (no kernel on the GPU), compute (some computation kernel running) and non-compute
+    (only communication or memory kernels: NCCL's and copies), over the profiler step."""
+    events = read_json(path)["traceEvents"]
+    step = next(e for e in events if e.get("cat") == "user_annotation")
+    kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy")]
+
+    def span(e):
+        return e["ts"], e["ts"] + e["dur"]
+
+    busy = union_length([span(e) for e in kernels])
+    compute = union_length([span(e) for e in kernels
+                            if e["cat"] == "kernel" and not e["name"].startswith("nccl")])
+    return {"idle": (step["dur"] - busy) / 1e3, "compute": compute / 1e3,
+            "non-compute": (busy - compute) / 1e3}
+

@@ -11,13 +11,13 @@
 //      stages each).
 //   3. With a model: the intra-layer collectives (schedules/intra_layer.h, sizes from
 //      models::layer_comm) and, under the pipeline scatter/gather, a tensor-parallel all-gather
-//      after each receive (Note [pipeline scatter/gather] there); data parallelism (schedules/data_parallel.h): kFull lays dp replicas
-//      side by side; kSymmetric keeps one, since replicas are identical, and charges each
-//      collective for the whole group anyway, so a 10,000-GPU step costs no more than its
-//      pipeline; then, when dp·cp > 1, the scenario's sync policy (schedules/sync_policy.h) over
-//      each chunk's tensors (models::parameter_tensors). kFull finally gives every rank its
-//      tensor-parallel peers (lowering/tensor_parallel.h); context- and expert-parallel peers
-//      stay out of the graph in both modes.
+//      after each receive (Note [pipeline scatter/gather] there); data parallelism
+//      (schedules/data_parallel.h): kFull lays dp replicas side by side; kSymmetric keeps one,
+//      since replicas are identical, and charges each collective for the whole group anyway, so a
+//      10,000-GPU step costs no more than its pipeline; then, when dp·cp > 1, the scenario's sync
+//      policy (schedules/sync_policy.h) over each chunk's tensors (models::parameter_tensors).
+//      kFull finally gives every rank its tensor-parallel peers (lowering/tensor_parallel.h);
+//      context- and expert-parallel peers stay out of the graph in both modes.
 //   4. Durations (integer ns): compute tasks take their stage's F / I / W / B from the scenario's
 //      explicit costs or models::model_stage_costs (DualPipe's overlapped F&B units take F + B),
 //      a piece of a split task its share of the stage's layers; the optimizer step

@@ -81,10 +81,11 @@ struct IntraLayerComm {
 
 /// Adds Note [intra-layer collectives] to every compute task with a stage and a layer range
 /// (DualPipe's overlapped F&B units get the forward entries for their layers and their backward
-/// half's entries for its layers), and Note [pipeline scatter/gather] to every receive. Streams are named after the group kind ("tp", "cp", "ep");
-/// groups are group_name(kind, rank) with sequence numbers rising in issue order (continuing an
-/// existing group of that name). Each rank's issue order is rebuilt once. Throws InvalidConfig
-/// for an entry with per_layer < 1 or bytes < 0, or a count beyond int32.
+/// half's entries for its layers), and Note [pipeline scatter/gather] to every receive. Streams are
+/// named after the group kind ("tp", "cp", "ep"); groups are group_name(kind, rank) with sequence
+/// numbers rising in issue order (continuing an existing group of that name). Each rank's issue
+/// order is rebuilt once. Throws InvalidConfig for an entry with per_layer < 1 or bytes < 0, or a
+/// count beyond int32.
 /// @code
 ///   LayerCollective tp{.group = GroupKind::kTensor, .op = ir::CollectiveOp::kAllReduce,
 ///                      .bytes = 16 << 20, .per_layer = 2};

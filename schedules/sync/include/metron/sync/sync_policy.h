@@ -131,7 +131,7 @@ struct SyncOptions {
   /// before each parameter all-gather and after each fetch, so the host never runs ahead of
   /// the GPU (Note [zero lowering], sync_zero.h).
   bool zero_synchronous_fetch = false;
-  bool broadcast_fp16 = false;                              ///< fairscale OSS
+  bool broadcast_fp16 = false;  ///< fairscale OSS
   friend bool operator==(const SyncOptions&, const SyncOptions&) = default;
 };
 

@@ -503,6 +503,25 @@ TEST(ZeroStage3, SynchronousFetchKeepsTheHostAtMostOnePieceAhead) {
   EXPECT_EQ(collectives, 2 * (8 + 4) - 1);
 }
 
+// A layer kept for its backward (the default reuse distance keeps all four) is AVAILABLE when its
+// backward fetches it: DeepSpeed neither waits for its gather again nor synchronises, so only
+// the four forward fetches end in a wait on their gather.
+TEST(ZeroStage3, SynchronousFetchOfAKeptLayerWaitsForNothing) {
+  SyncOptions options = kNoReuse;
+  options.zero_prefetch_bucket_size = 110;
+  options.zero_max_reuse_distance = SyncOptions{}.zero_max_reuse_distance;
+  options.zero_synchronous_fetch = true;
+  const ir::Graph g = lower_with({.microbatches = 1}, options);
+  std::vector<std::string> fetch_waits;
+  for (const Wait& w : host_waits(g, RankId{0})) {
+    if (w.label.starts_with("zero3 fetch ")) fetch_waits.push_back(w.label);
+  }
+  EXPECT_THAT(fetch_waits,
+              ElementsAre("zero3 fetch fwd layer 0 mb 0", "zero3 fetch fwd layer 1 mb 0",
+                          "zero3 fetch fwd layer 2 mb 0", "zero3 fetch fwd layer 3 mb 0"));
+  EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
+}
+
 // Iteration 1 records the trace during the first forward and backward: no prefetch and every
 // module released after use (no reuse distance without a trace), so mb 0 gathers 8 times. The
 // trace is complete for mb 1, which (default reuse distance, budget 110) gathers L0 and

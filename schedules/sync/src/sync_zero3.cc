@@ -254,6 +254,7 @@ void Zero3::fetch(TaskId piece, Work w, std::int32_t step) {
     ctx_.issue_before(piece, ctx_.host_wait(rank_, r.gather, "zero3 fetch " + step_text(w, step)));
     std::erase(unsynchronised_, r.gather);
     synchronize(piece, "after fetch " + step_text(w, step));
+    r.waited = true;  // AVAILABLE: a later fetch of it (a reused layer) synchronises nothing
   } else if (!r.waited) {
     if (const auto oldest = fetches_.make_room()) {
       ctx_.issue_before(

@@ -88,7 +88,7 @@ struct ParallelSpec {
   /// Megatron-LM 2.x's --scatter-gather-tensors-in-pipeline (on by default there, gone from
   /// Megatron-Core): each tensor-parallel rank sends 1/tp of the boundary tensor to the next
   /// stage, which all-gathers it over its tensor-parallel group (Narayanan et al. SC'21 §4.1;
-  /// Note [pipeline scatter/gather] in lowering/pipeline_gather.h).
+  /// Note [pipeline scatter/gather] in lowering/intra_layer.h).
   bool scatter_gather_p2p = false;
 
   /// tp · pp · dp · cp: the GPUs one configuration occupies.

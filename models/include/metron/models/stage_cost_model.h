@@ -11,7 +11,7 @@
 //   (recompute runs just before the backward of the same layer, so it is charged to I).
 //   p2p = the communication model's time for one boundary tensor, b · s/cp · h elements of the
 //   model's dtype (/tp under sequence parallelism or the pipeline scatter/gather, whose
-//   all-gather is a task of its own: lowering/pipeline_gather.h), inside a node when the pipeline
+//   all-gather is a task of its own: lowering/intra_layer.h), inside a node when the pipeline
 //   neighbours share one (group_placement.h), else across. Not yet included: the tensor-, context-
 //   and expert-parallel collectives inside a layer (they come with the intra-layer lowering), so tp
 //   > 1 times are compute only.

@@ -6,7 +6,8 @@
 //   F  input-norm (Tr·h, 2e) · qkv GEMM T x (h + 2·kv·dh)/t x h · attention-scores (b·a/t
 //      batches of s/cp x s x dh) · softmax (2e) · attention-dropout (2e+1) · attention-values
 //      (s/cp x dh x s) · attention-out T x h x h/t · attention-residual (3e+mask) ·
-//      post-attention-norm · MLP (gelu: up, gelu 2e, down; swiglu: gate-up, swiglu 3e, down;
+//      post-attention-norm · MLP (gelu: up, gelu 2e, down; squared-relu: up, squared-relu 2e,
+//      down; swiglu: gate-up, swiglu 3e, down;
 //      MoE: router T x E x h, dispatch, the expert MLP on T·top_k tokens, combine) ·
 //      mlp-residual. A GEMM moves e·(mk + kn + mn) bytes.
 //   I  the reverse of F: <gemm>-dgrad (m, k, n); a batched GEMM's -dgrad-a (m, k, n) and
@@ -158,7 +159,7 @@ Dims dims_of(const ModelSpec& model, const LayerShape& shape) {
           .kv = model.num_kv_heads(),
           .dh = model.head_dim(),
           .e = element_bytes(model.dtype),
-          .mask = model.mlp == MlpKind::kGelu ? kMaskBytes : 0,
+          .mask = has_dropout(model) ? kMaskBytes : 0,
           .fused = shape.fused_attention,
           .cast = fp8_cast_bytes(shape.fp8, element_bytes(model.dtype))};
 }
@@ -180,12 +181,20 @@ void add_linear(std::vector<ForwardOp>& ops, const Dims& d, const std::string& n
 void add_mlp(std::vector<ForwardOp>& ops, const ModelSpec& model, const Dims& d,
              std::int64_t tokens, std::int64_t ffn) {
   const std::int64_t ffn_local = shard(ffn, d.t);
-  if (model.mlp == MlpKind::kGelu) {
-    add_linear(ops, d, "mlp-up", tokens, ffn_local, d.h);
-    ops.push_back(ew("gelu", tokens * ffn_local, 2 * d.e, 3 * d.e));
-  } else {
-    add_linear(ops, d, "mlp-gate-up", tokens, 2 * ffn_local, d.h);
-    ops.push_back(ew("swiglu", tokens * ffn_local, 3 * d.e, 3 * d.e));
+  switch (model.mlp) {
+    case MlpKind::kGelu:
+      add_linear(ops, d, "mlp-up", tokens, ffn_local, d.h);
+      ops.push_back(ew("gelu", tokens * ffn_local, 2 * d.e, 3 * d.e));
+      break;
+    case MlpKind::kSquaredRelu:
+      // ReLU² reads and writes as GeLU does; its backward reads the gradient and the input.
+      add_linear(ops, d, "mlp-up", tokens, ffn_local, d.h);
+      ops.push_back(ew("squared-relu", tokens * ffn_local, 2 * d.e, 3 * d.e));
+      break;
+    case MlpKind::kSwiglu:
+      add_linear(ops, d, "mlp-gate-up", tokens, 2 * ffn_local, d.h);
+      ops.push_back(ew("swiglu", tokens * ffn_local, 3 * d.e, 3 * d.e));
+      break;
   }
   add_linear(ops, d, "mlp-down", tokens, d.h, ffn_local);
 }

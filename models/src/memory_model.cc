@@ -36,10 +36,6 @@ constexpr double kMaskBytes = 1;
 // Korthikanti et al. 2022 §4.3: the cross-entropy loss keeps the logits in fp32.
 constexpr double kLogitBytes = 4;
 
-// "gelu" (GPT-3, Megatron) models train with dropout and have biases; "swiglu" (Llama) neither.
-bool has_dropout(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
-bool has_biases(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
-
 // Transformer Engine keeps each FP8-cast weight row- and column-wise, one byte each.
 constexpr double kFp8CopyBytes = 2;
 
@@ -54,9 +50,9 @@ std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; 
 // Which biases stay whole on every tensor-parallel rank. Megatron's ColumnParallelLinear
 // (QKV, mlp-up) splits its output features and so its bias; RowParallelLinear (attention-out,
 // mlp-down) splits its input features and adds one full bias after the all-reduce. "gelu"
-// models have one such bias (h wide) per attention block and per MLP; "swiglu" models none.
+// models have one such bias (h wide) per attention block and per MLP; the others none.
 std::int64_t row_parallel_bias(const ModelSpec& model) {
-  return has_biases(model) ? model.hidden : 0;
+  return has_linear_biases(model) ? model.hidden : 0;
 }
 
 // The weights of one layer's linear GEMMs on one tensor- and expert-parallel rank, which FP8
@@ -172,8 +168,8 @@ void add_mlp_body(const ModelSpec& model, const LayerShape& shape, double copies
   const double n = local_tokens(shape);
   const double input = gemm_input_bytes(model, shape);
   terms.replicated += copies * input * n * static_cast<double>(model.hidden);  // up GEMM input
-  // gelu: GeLU input and down GEMM input; swiglu: gate and up outputs and their product (the
-  // down GEMM's input).
+  // gelu, squared-relu: the activation's input and the down GEMM's input; swiglu: gate and up
+  // outputs and their product (the down GEMM's input).
   const double elementwise_inputs = model.mlp == MlpKind::kSwiglu ? 2 : 1;
   terms.split += copies * (elementwise_inputs * e + input) * n * ffn;
 }

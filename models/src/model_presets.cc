@@ -61,6 +61,25 @@ ModelSpec llama(std::string name, std::int64_t layers, std::int64_t hidden, std:
           .mlp = MlpKind::kSwiglu};
 }
 
+// Nemotron-4: Parmar et al., "Nemotron-4 15B Technical Report" (2024), Table 1, and NVIDIA,
+// "Nemotron-4 340B Technical Report" (2024), Table 1: grouped-query attention with 8 KV heads,
+// squared-ReLU MLP of 4·hidden, no biases, rotary positions, sequence 4096, a SentencePiece
+// vocabulary of 256,000 tokens, untied input and output embeddings.
+ModelSpec nemotron4(std::string name, std::int64_t layers, std::int64_t hidden,
+                    std::int64_t heads) {
+  return {.name = std::move(name),
+          .layers = layers,
+          .hidden = hidden,
+          .heads = heads,
+          .kv_heads = 8,
+          .ffn_hidden = 4 * hidden,
+          .vocab = 256000,
+          .seq_len = 4096,
+          .dtype = Precision::kBf16,
+          .tied_embeddings = false,
+          .mlp = MlpKind::kSquaredRelu};
+}
+
 std::vector<ModelSpec> make_presets() {
   return {
       gpt3("gpt3-125m", 12, 768, 12),
@@ -90,6 +109,8 @@ std::vector<ModelSpec> make_presets() {
       llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
       llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
       llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 8192),
+      nemotron4("nemotron4-15b", 32, 6144, 48),
+      nemotron4("nemotron4-340b", 96, 18432, 96),
   };
 }
 

@@ -36,8 +36,9 @@ constexpr detail::EnumNames<Precision, 4> kPrecisionNames{{{Precision::kBf16, "b
                                                            {Precision::kFp16, "fp16"},
                                                            {Precision::kFp32, "fp32"},
                                                            {Precision::kFp8, "fp8"}}};
-constexpr detail::EnumNames<MlpKind, 2> kMlpNames{
-    {{MlpKind::kGelu, "gelu"}, {MlpKind::kSwiglu, "swiglu"}}};
+constexpr detail::EnumNames<MlpKind, 3> kMlpNames{{{MlpKind::kGelu, "gelu"},
+                                                   {MlpKind::kSwiglu, "swiglu"},
+                                                   {MlpKind::kSquaredRelu, "squared-relu"}}};
 
 std::vector<std::string> find_problems(const ModelSpec& spec) {
   std::vector<std::string> problems;
@@ -138,6 +139,14 @@ std::string_view to_string(MlpKind kind) noexcept { return name_of(kMlpNames, ki
 std::optional<MlpKind> parse_mlp_kind(std::string_view name) noexcept {
   return parse_name(kMlpNames, name);
 }
+
+bool has_linear_biases(const ModelSpec& spec) noexcept { return spec.mlp == MlpKind::kGelu; }
+
+bool has_norm_biases(const ModelSpec& spec) noexcept { return spec.mlp != MlpKind::kSwiglu; }
+
+bool has_dropout(const ModelSpec& spec) noexcept { return spec.mlp == MlpKind::kGelu; }
+
+bool has_learned_positions(const ModelSpec& spec) noexcept { return spec.mlp == MlpKind::kGelu; }
 
 void validate(const ModelSpec& spec) {
   detail::throw_if_problems("invalid model \"" + spec.name + "\"", find_problems(spec));

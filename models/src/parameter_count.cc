@@ -5,17 +5,15 @@
 namespace metron::models {
 namespace {
 
-bool has_biases(const ModelSpec& spec) { return spec.mlp == MlpKind::kGelu; }
-
 // One MLP of width `ffn`: the dense MLP or a single expert, with the biases of "gelu" models.
 std::int64_t one_mlp(const ModelSpec& spec, std::int64_t ffn) {
   const std::int64_t weights = mlp_weight_count(spec, ffn);
-  return has_biases(spec) ? weights + ffn + spec.hidden : weights;
+  return has_linear_biases(spec) ? weights + ffn + spec.hidden : weights;
 }
 
 // LayerNorm has a scale and a bias per channel; RMSNorm only a scale.
 std::int64_t one_norm(const ModelSpec& spec) {
-  return has_biases(spec) ? 2 * spec.hidden : spec.hidden;
+  return has_norm_biases(spec) ? 2 * spec.hidden : spec.hidden;
 }
 
 }  // namespace
@@ -34,7 +32,7 @@ std::int64_t mlp_weight_count(const ModelSpec& spec, std::int64_t ffn) {
 
 std::int64_t attention_parameter_count(const ModelSpec& spec) {
   const std::int64_t weights = attention_weight_count(spec);
-  return has_biases(spec) ? weights + qkv_width(spec) + spec.hidden : weights;
+  return has_linear_biases(spec) ? weights + qkv_width(spec) + spec.hidden : weights;
 }
 
 std::int64_t mlp_parameter_count(const ModelSpec& spec) {
@@ -48,7 +46,7 @@ std::int64_t layer_parameter_count(const ModelSpec& spec) {
 }
 
 std::int64_t embedding_parameter_count(const ModelSpec& spec) {
-  const std::int64_t positions = spec.mlp == MlpKind::kGelu ? spec.seq_len : 0;
+  const std::int64_t positions = has_learned_positions(spec) ? spec.seq_len : 0;
   return (spec.vocab + positions) * spec.hidden;
 }
 

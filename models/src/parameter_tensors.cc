@@ -13,9 +13,6 @@
 namespace metron::models {
 namespace {
 
-// "gelu" (GPT-3, Megatron) models have biases and LayerNorms; "swiglu" (Llama) neither.
-bool has_biases(const ModelSpec& model) { return model.mlp == MlpKind::kGelu; }
-
 std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; }
 
 // Appends tensors that share a layer index and flags, so each block names only its tensors.
@@ -38,10 +35,10 @@ class TensorList {
                     .outside_layers = outside_layers_});
   }
 
-  // A norm: its scale, and for "gelu" models the LayerNorm's bias.
+  // A norm: its scale, and a LayerNorm's bias (not an RMSNorm's).
   void add_norm(const ModelSpec& model, const std::string& name) {
     add(name + ".weight", model.hidden);
-    if (has_biases(model)) add(name + ".bias", model.hidden);
+    if (has_norm_biases(model)) add(name + ".bias", model.hidden);
   }
 
   // A linear layer of `in` × `out` features split t ways: a column-parallel one splits its
@@ -50,7 +47,7 @@ class TensorList {
   void add_linear(const ModelSpec& model, const std::string& name, std::int64_t in,
                   std::int64_t out, std::int64_t tp, bool column_parallel) {
     add(name + ".weight", in * out / tp);
-    if (has_biases(model)) add(name + ".bias", column_parallel ? out / tp : out);
+    if (has_linear_biases(model)) add(name + ".bias", column_parallel ? out / tp : out);
   }
 
  private:
@@ -133,7 +130,7 @@ std::vector<ParameterTensor> parameter_tensors(const ModelSpec& model, const Par
     TensorList list(out, "embedding.", first_layer, true);
     list.add("word", word_embedding_numel(model, spec), shared);
     // Learned positions ("gelu" models; Llama's rotary ones have no weights) are replicated.
-    if (model.mlp == MlpKind::kGelu) list.add("position", model.seq_len * model.hidden);
+    if (has_learned_positions(model)) list.add("position", model.seq_len * model.hidden);
   }
   for (std::int64_t layer = first_layer; layer < last_layer; ++layer) {
     add_layer(out, model, spec, layer);

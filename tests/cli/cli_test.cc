@@ -230,10 +230,10 @@ TEST_F(Cli, PresetsListsEveryModelWithItsSize) {
   EXPECT_THAT(r.out,
               AllOf(StartsWith("name"), HasSubstr("gpt3-175b          174.6B      96   12288"),
                     HasSubstr("llama3-405b"), HasSubstr("megatron-1t")));
-  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 26);  // header + 25 presets
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 28);  // header + 27 presets
   Outcome json = metron("presets --json");
   EXPECT_EQ(json.code, 0) << json.err;
-  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 25);
+  EXPECT_EQ(std::count(json.out.begin(), json.out.end(), '\n'), 27);
   EXPECT_EQ(metron("presets gpus").code, 2);
 }
 

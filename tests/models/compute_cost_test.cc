@@ -247,6 +247,31 @@ TEST(LayerOps, SwigluLayerHasAGateUpGemmAndNoDropout) {
   EXPECT_EQ(find(i, "mlp-residual-backward").bytes, 384);  // 96 · 2e, no mask
 }
 
+// "squared-relu" (Nemotron): no dropout anywhere; one up GEMM of width ffn; ReLU² moves what GeLU
+// moves, reading 1 and writing 1 forward (2e), reading 2 and writing 1 backward (3e).
+TEST(LayerOps, SquaredReluLayerHasOneUpGemmAndNoDropout) {
+  const std::vector<OpCost> ops =
+      layer_ops(tiny(MlpKind::kSquaredRelu), tiny_shape(), ComputePhase::kForward);
+  EXPECT_THAT(
+      dims(ops),
+      ElementsAre(Dims{"input-norm", kE, 1, 96, 0, 0}, Dims{"qkv", kG, 1, 12, 24, 8},
+                  Dims{"attention-scores", kB, 4, 6, 6, 4}, Dims{"softmax", kE, 1, 144, 0, 0},
+                  Dims{"attention-values", kB, 4, 6, 4, 6}, Dims{"attention-out", kG, 1, 12, 8, 8},
+                  Dims{"attention-residual", kE, 1, 96, 0, 0},
+                  Dims{"post-attention-norm", kE, 1, 96, 0, 0}, Dims{"mlp-up", kG, 1, 12, 32, 8},
+                  Dims{"squared-relu", kE, 1, 384, 0, 0}, Dims{"mlp-down", kG, 1, 12, 8, 32},
+                  Dims{"mlp-residual", kE, 1, 96, 0, 0}));
+  EXPECT_EQ(find(ops, "squared-relu").bytes, 1536);       // 384 · 2e
+  EXPECT_EQ(find(ops, "attention-residual").bytes, 576);  // 96 · 3e, no mask
+  const std::vector<OpCost> i =
+      layer_ops(tiny(MlpKind::kSquaredRelu), tiny_shape(), ComputePhase::kBackwardInput);
+  EXPECT_EQ(find(i, "squared-relu-backward").bytes, 2304);  // 384 · 3e
+  EXPECT_EQ(find(i, "mlp-residual-backward").bytes, 384);   // 96 · 2e, no mask
+  EXPECT_THAT(
+      names(embedding_ops(tiny(MlpKind::kSquaredRelu), tiny_shape(), ComputePhase::kForward)),
+      ElementsAre("embedding"));
+}
+
 // tp = 2 with sequence parallelism and cp = 2 on b = 2, s = 8: T = 2·8/2 = 8 tokens per rank,
 // Tr = T/t = 4; heads per rank a/t = 1.
 TEST(LayerOps, TensorSequenceAndContextParallelismSplitTheShapes) {

@@ -457,6 +457,21 @@ TEST(LayerActivationBytes, SwigluModelByHandHasNoDropoutTerms) {
   EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 2, true), Recompute::kNone), 432);
 }
 
+// tiny_swiglu's shape as a "squared-relu" model, b 1, s 4: the same attention and replicated
+// terms, no dropout; the MLP keeps ReLU²'s input 2·4·12 = 96 and the down GEMM's input 96, so
+// the split terms are 64 + 64 + 64 + 192 = 384.
+// none: 256 + 384 + 128 = 768; selective: 640; full: 64. t = 2: 256 + 192 + 64 = 512; SP 384.
+TEST(LayerActivationBytes, SquaredReluModelByHandHasNoDropoutTerms) {
+  ModelSpec model = tiny_swiglu();
+  model.mlp = MlpKind::kSquaredRelu;
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 1), Recompute::kNone), 768);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 1), Recompute::kSelective), 640);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 1), Recompute::kFull), 64);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 2), Recompute::kNone), 512);
+  EXPECT_EQ(layer_activation_bytes(model, shape(1, 4, 2, true), Recompute::kNone), 384);
+  EXPECT_EQ(embedding_activation_bytes(model, shape(1, 4, 1)), 0);
+}
+
 // tiny_moe (experts of width 6, top 2), b 1, s 4: the attention of tiny_swiglu (64 + 64 LN1 and
 // QKV inputs, 192 Q/K/V/out-proj input, 128 scores) = 448, then
 //   LN2 input 64, router input 64, expert inputs 2 copies · 64 = 128,

@@ -59,6 +59,11 @@ constexpr PublishedSize kPublished[] = {
     {"llama3-8b", 8e9, 0.5e9},
     {"llama3-70b", 70e9, 1e9},
     {"llama3-405b", 405e9, 1e9},
+    // Nemotron-4 15B and 340B technical reports: "3.2B embedding parameters and 12.5B
+    // non-embedding parameters", "9.4 billion embedding parameters and 331.6 billion
+    // non-embedding parameters", each rounded to 0.05B.
+    {"nemotron4-15b", 15.7e9, 0.1e9},
+    {"nemotron4-340b", 341.0e9, 0.1e9},
 };
 
 TEST(ModelPresets, ParameterCountsMatchThePublishedSizes) {
@@ -86,6 +91,15 @@ TEST(ModelPresets, MegatronCountsFollowTheirEquationTwo) {
   const std::int64_t l = spec.layers, h = spec.hidden;
   const std::int64_t eq2 = 12 * l * h * h + 13 * l * h + (spec.vocab + spec.seq_len) * h;
   EXPECT_EQ(parameter_count(spec), eq2 + 2 * h);
+}
+
+// The Nemotron-4 340B report splits its count: 9.4B embedding parameters (input and output
+// embeddings, 2·256000·18432 = 9,437,184,000) and 331.6B in the 96 layers.
+TEST(ModelPresets, Nemotron4SplitsItsParametersAsItsReportDoes) {
+  const ModelSpec& spec = model_preset("nemotron4-340b");
+  EXPECT_EQ(embedding_parameter_count(spec) * 2, 9'437'184'000);
+  const auto layers = static_cast<double>(spec.layers * layer_parameter_count(spec));
+  EXPECT_LE(std::abs(layers - 331.6e9), 0.05e9) << layers;
 }
 
 TEST(ModelPresets, EveryPresetIsPublishedAndValid) {
@@ -116,7 +130,7 @@ TEST(ModelPresets, UnknownNameListsThePresetsAndSuggestsACloseOne) {
               ThrowsMessage<InvalidConfig>(
                   AllOf(HasSubstr("model preset: unknown name \"gpt3-175\"; expected one of "
                                   "gpt3-125m, gpt3-350m,"),
-                        HasSubstr("llama3-405b; did you mean \"gpt3-175b\""))));
+                        HasSubstr("nemotron4-340b; did you mean \"gpt3-175b\""))));
 }
 
 TEST(ModelPresets, UnknownFarNameGetsNoSuggestion) {

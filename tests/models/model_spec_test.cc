@@ -30,6 +30,8 @@ TEST(MlpKind, NamesRoundTrip) {
   EXPECT_EQ(to_string(MlpKind::kGelu), "gelu");
   EXPECT_EQ(to_string(MlpKind::kSwiglu), "swiglu");
   EXPECT_EQ(parse_mlp_kind("swiglu"), MlpKind::kSwiglu);
+  EXPECT_EQ(to_string(MlpKind::kSquaredRelu), "squared-relu");
+  EXPECT_EQ(parse_mlp_kind("squared-relu"), MlpKind::kSquaredRelu);
   EXPECT_EQ(parse_mlp_kind("relu"), std::nullopt);
 }
 
@@ -200,7 +202,8 @@ TEST(ModelJson, RejectsWrongTypesAndNames) {
                      "model.json: dtype: expected one of \"bf16\", \"fp16\", \"fp32\", \"fp8\", "
                      "got \"int8\"");
   expect_parse_error(json_with(R"(,"mlp":3)"),
-                     "model.json: mlp: expected one of \"gelu\", \"swiglu\", got 3");
+                     "model.json: mlp: expected one of \"gelu\", \"swiglu\", "
+                     "\"squared-relu\", got 3");
 }
 
 TEST(ModelJson, RejectsInconsistentSizesAsInvalidConfig) {

@@ -54,6 +54,21 @@ TEST(ParameterCount, TinySwigluGqaModelByHand) {
   EXPECT_EQ(parameter_count(spec), 1160);
 }
 
+// The same shape as a "squared-relu" (Nemotron) model: no linear biases, LayerNorms with biases,
+// rotary positions:
+//   attention 192; mlp 2·8·12 = 192; norms 2 LayerNorms · 2·8 = 32; layer 416, two layers 832;
+//   embedding 80; head: final LayerNorm 16 + LM head 80 = 96; total 1008
+TEST(ParameterCount, TinySquaredReluModelByHand) {
+  ModelSpec spec = tiny_swiglu();
+  spec.mlp = MlpKind::kSquaredRelu;
+  EXPECT_EQ(attention_parameter_count(spec), 192);
+  EXPECT_EQ(mlp_parameter_count(spec), 192);
+  EXPECT_EQ(layer_parameter_count(spec), 416);
+  EXPECT_EQ(embedding_parameter_count(spec), 80);
+  EXPECT_EQ(head_parameter_count(spec), 96);
+  EXPECT_EQ(parameter_count(spec), 1008);
+}
+
 // The swiglu model above with 4 experts of width 6: 4·(3·8·6) + router 8·4 = 608 per layer's
 // MLP; layer 192 + 608 + 16 = 816, two layers 1632; + 80 + 88 = 1800.
 TEST(ParameterCount, MoeCountsEveryExpertAndTheRouter) {

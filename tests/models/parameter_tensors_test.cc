@@ -163,6 +163,29 @@ TEST(ParameterTensors, SmallTiedSwigluModelSizesByHand) {
                                       .outside_layers = true}));
 }
 
+// hand_llama as a "squared-relu" (Nemotron) model: LayerNorms with their biases, linear layers
+// without, no position embedding; fc1 is ffn wide (24·16/2 = 192), not gate and up.
+TEST(ParameterTensors, SquaredReluModelHasNormBiasesButNoLinearBiases) {
+  ModelSpec model = hand_llama();
+  model.mlp = MlpKind::kSquaredRelu;
+  EXPECT_EQ(parameter_tensors(model, ParallelSpec{.tp = 2, .pp = 2}, 0, 1, true, false),
+            (std::vector<ParameterTensor>{
+                {.name = "embedding.word",
+                 .layer = 0,
+                 .numel = 96,
+                 .shared_embedding = true,
+                 .outside_layers = true},
+                layer_tensor("layers.0.input_norm.weight", 0, 16),
+                layer_tensor("layers.0.input_norm.bias", 0, 16),
+                layer_tensor("layers.0.attention.qkv.weight", 0, 256),
+                layer_tensor("layers.0.attention.proj.weight", 0, 128),
+                layer_tensor("layers.0.post_attention_norm.weight", 0, 16),
+                layer_tensor("layers.0.post_attention_norm.bias", 0, 16),
+                layer_tensor("layers.0.mlp.fc1.weight", 0, 192),
+                layer_tensor("layers.0.mlp.fc2.weight", 0, 192),
+            }));
+}
+
 // On one chunk the tied embeddings are a single tensor, which Megatron (pp = 1) does not mark
 // shared; there is no output.weight.
 TEST(ParameterTensors, TiedEmbeddingsOnOneChunkAreOneUnsharedTensor) {

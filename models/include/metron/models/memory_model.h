@@ -43,7 +43,8 @@
 //   + sequence parallel            sbh/t·(34 + 5as/h)
 //   + selective recompute          sbh·(10 + 24/t),  with sequence parallel 34·sbh/t
 //   full recompute                 2sbh (the layer's input), with sequence parallel 2sbh/t
-// "swiglu" models (Llama) train without dropout, so they store no masks. Under FP8 training the
+// "swiglu" (Llama) and "squared-relu" (Nemotron) models train without dropout, so they store no
+// masks. Under FP8 training the
 // linear GEMMs' inputs are kept as Transformer Engine saves them, in FP8 (1 B): for bf16 the QKV,
 // projection, up and down inputs (2 + 2 + 2 + 8 of the 34·sbh) halve. Context parallelism
 // divides s by cp for every term but the score matrix's key dimension.

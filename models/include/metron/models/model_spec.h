@@ -15,6 +15,10 @@
 //   "gelu"   GPT-3 / Megatron: 2 MLP matrices, every linear layer and LayerNorm has a bias,
 //            learned position embeddings;
 //   "swiglu" Llama: 3 MLP matrices (gate, up, down), no biases, RMSNorm, rotary positions.
+//   "squared-relu" Nemotron-4 (NeMo's `activation: squared-relu`): 2 MLP matrices with ReLU²
+//            between them, linear layers without biases, LayerNorms with a bias (NeMo's
+//            layernorm1p), rotary positions.
+// Only "gelu" models train with dropout: Llama and Nemotron set every dropout to 0.
 
 #include <cstdint>
 #include <optional>
@@ -36,9 +40,9 @@ std::optional<Precision> parse_precision(std::string_view name) noexcept;
 double element_bytes(Precision precision) noexcept;
 
 /// The feed-forward block of each layer (see Note [model JSON]).
-enum class MlpKind { kGelu, kSwiglu };
+enum class MlpKind { kGelu, kSwiglu, kSquaredRelu };
 
-/// "gelu", "swiglu".
+/// "gelu", "swiglu", "squared-relu".
 std::string_view to_string(MlpKind kind) noexcept;
 /// The inverse of to_string; nullopt for any other text.
 std::optional<MlpKind> parse_mlp_kind(std::string_view name) noexcept;
@@ -77,6 +81,17 @@ struct ModelSpec {
 
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };
+
+// What the MLP kind implies about the rest of the layer (Note [model JSON]); the cost, memory
+// and parameter models all ask these, never the kind itself, except for the MLP's own shape.
+/// Whether the linear layers have biases: only "gelu" models.
+bool has_linear_biases(const ModelSpec& spec) noexcept;
+/// Whether the norms are LayerNorms with a bias ("gelu", "squared-relu") rather than RMSNorms.
+bool has_norm_biases(const ModelSpec& spec) noexcept;
+/// Whether the model trains with dropout (and so stores masks): only "gelu" models.
+bool has_dropout(const ModelSpec& spec) noexcept;
+/// Whether the positions are learned embeddings (only "gelu") rather than rotary, weightless.
+bool has_learned_positions(const ModelSpec& spec) noexcept;
 
 /// Throws InvalidConfig listing every problem: non-positive sizes, hidden not divisible by heads,
 /// heads not divisible by kv_heads, kv_heads above heads, top_k above experts.

@@ -3,10 +3,11 @@
 //
 //   attention   QKV h·(h + 2·kv_heads·head_dim) and output h·h; "gelu" models add their biases
 //   mlp         "gelu": 2·h·ffn + ffn + h (with biases); "swiglu": 3·h·ffn (no biases);
+//               "squared-relu": 2·h·ffn (no biases);
 //               MoE: experts × that MLP at moe.ffn_hidden, plus a router h·experts, in every layer
-//   layer norms "gelu": 2 LayerNorms with bias = 4h; "swiglu": 2 RMSNorms = 2h
+//   layer norms "gelu", "squared-relu": 2 LayerNorms with bias = 4h; "swiglu": 2 RMSNorms = 2h
 //   embedding   vocab·h, plus learned positions seq_len·h for "gelu" (GPT-style) models only,
-//               as Llama's rotary positions have no weights
+//               as rotary positions (Llama, Nemotron) have no weights
 //   head        final norm (2h or h) plus an LM head vocab·h unless the embeddings are tied
 //
 // These are the counts the GPT-3, Megatron (Narayanan et al. SC'21, eq. 2) and Llama papers use.

@@ -8,7 +8,7 @@
 //     embedding.word               ⌈V/t⌉·h                vocab-parallel
 //     embedding.position           s·h                    "gelu" only (learned), replicated
 //   per layer i ("layers.i." prefix)
-//     input_norm.weight / .bias    h / h                  bias for "gelu" (LayerNorm) only
+//     input_norm.weight / .bias    h / h                  bias for LayerNorms (not "swiglu")
 //     attention.qkv.weight / .bias h·(h + 2·kv·dh)/t / (h + 2·kv·dh)/t   column-parallel
 //     attention.proj.weight / .bias h·h/t / h             row-parallel: bias whole
 //     post_attention_norm.weight / .bias   h / h
@@ -23,11 +23,11 @@
 //     final_norm.weight / .bias    h / h
 //     output.weight                ⌈V/t⌉·h; with tied embeddings only as the copy below
 //
-//   Biases exist for "gelu" models only (parameter_count.h). The numbers follow rank_parameters
-//   (memory_model.h), so a pipeline rank's tensors add up to its RankParameters. The order is
-//   Megatron's legacy ParallelTransformerLayer's (norm, QKV, projection, norm, MLP up, MLP down).
-//   Megatron-core registers linear_proj before linear_qkv and, with Transformer Engine, fuses
-//   each norm into the linear layer after it; that reorders tensors within a layer only, so
+//   Linear layers have biases in "gelu" models only (parameter_count.h). The numbers follow
+//   rank_parameters (memory_model.h), so a pipeline rank's tensors add up to its RankParameters.
+//   The order is Megatron's legacy ParallelTransformerLayer's (norm, QKV, projection, norm, MLP up,
+//   MLP down). Megatron-core registers linear_proj before linear_qkv and, with Transformer Engine,
+//   fuses each norm into the linear layer after it; that reorders tensors within a layer only, so
 //   bucket boundaries move by at most a layer's tensors.
 //
 //   Tied embeddings: a chunk holding the head but not the embedding keeps its own copy of the

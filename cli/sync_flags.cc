@@ -86,6 +86,9 @@ void add_sync_flags(CLI::App& cmd, SyncFlags& f) {
   g.add_flag("--zero-synchronous-fetch", f.zero_synchronous_fetch,
              "zero3: DeepSpeed's 2021 fetch (v0.3.13 to v0.5.x), which device-synchronises\n"
              "before each parameter all-gather and after each fetch");
+  g.add_flag("--zero-per-tensor-collectives", f.zero_per_tensor_collectives,
+             "zero3: DeepSpeed's collectives through v0.5.x, one call per parameter tensor over\n"
+             "a list of dp views, whose host time grows with the data-parallel size");
   g.add_flag("--warmup", f.warmup,
              "simulate the first (warm-up) iteration instead of the steady state");
 }
@@ -119,6 +122,7 @@ sync::SyncOptions apply_sync_flags(const SyncFlags& f, sync::SyncOptions o,
   if (f.zero_max_reuse_distance) o.zero_max_reuse_distance = *f.zero_max_reuse_distance;
   if (f.broadcast_fp16) o.broadcast_fp16 = true;
   if (f.zero_synchronous_fetch) o.zero_synchronous_fetch = true;
+  if (f.zero_per_tensor_collectives) o.zero_per_tensor_collectives = true;
   if (f.warmup) o.iteration = sync::Iteration::kWarmup;
   return o;
 }

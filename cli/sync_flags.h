@@ -33,6 +33,7 @@ struct SyncFlags {
       zero_max_live_parameters, zero_max_reuse_distance;
   bool broadcast_fp16 = false;
   bool zero_synchronous_fetch = false;
+  bool zero_per_tensor_collectives = false;
   bool warmup = false;
 };
 

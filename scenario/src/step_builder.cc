@@ -204,6 +204,25 @@ models::GroupPlacement placement_of(lowering::GroupKind kind, const models::Para
   return g.dp;
 }
 
+// Note [per-tensor host work]: DeepSpeed's per-tensor ZeRO-3 collectives (Note [zero per-tensor
+// collectives] in schedules/sync/src/sync_zero.h) spend, per call and per rank of the group, a
+// Python narrow() for the rank's view and one c10d copy_ between the flat buffer and that view.
+// Published host overheads: a dispatcher call takes ~2 us from Python and ~1 us from C++
+// (pytorch/pytorch issue 41383, a maintainer's measurement), a raw cuLaunchKernel 3.0 us
+// (meta-pytorch/tritonbench PR 1017): 2 + 1 + 3 = 6 us per view. Each copy moves one
+// partition, which the GPU finishes faster than the host submits the next, so the host's time
+// is the cost. It is charged on the collective's task: with zero_synchronous_fetch the host keeps
+// in step with the device, so what delays the host before and after the call delays the stream.
+constexpr double kViewHostSeconds = 6e-6;
+
+/// The host time of a data-parallel collective `c` over `group` (Note [per-tensor host work]).
+double per_tensor_host_seconds(const sync::SyncOptions& sync, const ir::Collective& c,
+                               const models::GroupPlacement& group) {
+  if (!sync.zero_per_tensor_collectives) return 0;
+  if (c.op != ir::CollectiveOp::kAllGather && c.op != ir::CollectiveOp::kReduceScatter) return 0;
+  return static_cast<double>(c.count) * static_cast<double>(group.ranks) * kViewHostSeconds;
+}
+
 std::vector<double> in_ms(const std::vector<double>& seconds) {
   std::vector<double> out;
   for (double s : seconds) out.push_back(s * 1e3);
@@ -364,10 +383,12 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
   // holds of it: symmetric mode keeps one member, and tensor/context/expert peers are never in
   // the graph. Worked out once per group: parsing the group's name for every collective task
   // cost more than the rest of the loop.
+  std::vector<bool> data_parallel_group;
   for (const ir::Group& group : graph.data().groups) {
     const std::optional<lowering::GroupKind> kind = lowering::group_kind(group.name);
     step.group_placements.push_back(kind ? placement_of(*kind, groups, mp, s.hardware, s.sync)
                                          : groups.dp);
+    data_parallel_group.push_back(kind == lowering::GroupKind::kData);
   }
   step.p2p_same_node = groups.pp_neighbours_share_node;
   step.compute_slowdown_during_comm = profile && profile->compute_slowdown_during_comm
@@ -411,8 +432,12 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
       }
     } else if (const auto* coll = std::get_if<ir::Collective>(&task.op)) {
       // A task standing for `count` collectives pays each one's latency.
-      seconds = coll->count * comm.collective_time(comm_op(coll->op), coll->bytes / coll->count,
-                                                   step.group_placements[coll->group.index()]);
+      const models::GroupPlacement& placement = step.group_placements[coll->group.index()];
+      seconds = coll->count *
+                comm.collective_time(comm_op(coll->op), coll->bytes / coll->count, placement);
+      if (data_parallel_group[coll->group.index()]) {
+        seconds += per_tensor_host_seconds(s.sync, *coll, placement);
+      }
     } else if (task.kind() == ir::TaskKind::kSend || task.kind() == ir::TaskKind::kRecv) {
       seconds = step.costs.p2p;
     }

@@ -58,6 +58,7 @@ const std::vector<std::pair<std::string_view, Field>>& fields() {
       {"zero_max_live_parameters", &SyncOptions::zero_max_live_parameters},
       {"zero_max_reuse_distance", &SyncOptions::zero_max_reuse_distance},
       {"zero_synchronous_fetch", &SyncOptions::zero_synchronous_fetch},
+      {"zero_per_tensor_collectives", &SyncOptions::zero_per_tensor_collectives},
       {"broadcast_fp16", &SyncOptions::broadcast_fp16},
   };
   return kFields;

@@ -188,6 +188,57 @@ TEST(StepBuilder, AProfilesSlowdownReplacesTheHardwares) {
 // Note [pipeline scatter/gather] (lowering/intra_layer.h): each tensor-parallel rank sends 1/tp
 // of the boundary tensor (b·s·h elements) and the receiving stage all-gathers the whole of it
 // over its tensor-parallel group; expected from the communication model's formulas directly.
+// zero_per_tensor_collectives (Note [per-tensor host work]): a ZeRO-3 collective of `count`
+// calls pays count latencies on bytes/count each, plus 6 us of host time per call and rank of the
+// group (dp = 16 on 2 nodes). gpt3-125m's tensors: per layer 12, of which 4 weight matrices are
+// partitioned (above 1e5 elements) and 8 biases and norm parameters persist; the tied word
+// embedding and the positions are partitioned, the final norm's 2 persist. So the forward
+// gathers make 12·4 + 2 = 50 calls (the layers stay resident for the backward, which gathers
+// nothing), the reduce-scatters 12·12 + 2 + 2 = 148, the post-step gather 12·8 + 2 = 98.
+TEST(StepBuilder, PerTensorZeroCollectivesPayHostTimePerCallAndRank) {
+  Scenario s = gpt_125m(1, 1, 16);
+  s.parallel.num_microbatches = 1;
+  s.sync = {.policy = sync::SyncPolicy::kZero3, .zero_per_tensor_collectives = true};
+  const Step step = build_step(s);
+  const models::CommModel comm(s.hardware);
+  int gather_calls = 0;
+  int reduce_calls = 0;
+  int persistent_calls = 0;
+  for (std::int32_t i = 0; i < step.graph.num_tasks(); ++i) {
+    const ir::Task& t = step.graph.task(ir::TaskId{i});
+    const auto* c = std::get_if<ir::Collective>(&t.op);
+    if (c == nullptr) continue;
+    const models::GroupPlacement& g = step.group_placements[c->group.index()];
+    ASSERT_EQ(g, (models::GroupPlacement{.ranks = 16, .nodes = 2})) << t.label;
+    double expected = c->count * comm.collective_time(op_named_as(c->op), c->bytes / c->count, g);
+    expected += static_cast<double>(c->count) * 16 * 6e-6;
+    EXPECT_EQ(step.durations[static_cast<std::size_t>(i)], sim::from_seconds(expected)) << t.label;
+    if (c->op == ir::CollectiveOp::kReduceScatter) {
+      reduce_calls += c->count;
+    } else if (t.label == "zero3 AG persistent params after step") {
+      persistent_calls += c->count;
+    } else {
+      gather_calls += c->count;
+    }
+  }
+  EXPECT_EQ(gather_calls, 50);
+  EXPECT_EQ(reduce_calls, 148);
+  EXPECT_EQ(persistent_calls, 98);
+  // Without the option the same gathers are one call each, with no host time.
+  s.sync.zero_per_tensor_collectives = false;
+  const Step coalesced = build_step(s);
+  for (std::int32_t i = 0; i < coalesced.graph.num_tasks(); ++i) {
+    const ir::Task& t = coalesced.graph.task(ir::TaskId{i});
+    const auto* c = std::get_if<ir::Collective>(&t.op);
+    if (c == nullptr) continue;
+    EXPECT_EQ(c->count, 1);
+    EXPECT_EQ(coalesced.durations[static_cast<std::size_t>(i)],
+              sim::from_seconds(comm.collective_time(op_named_as(c->op), c->bytes,
+                                                     coalesced.group_placements[c->group.index()])))
+        << t.label;
+  }
+}
+
 TEST(StepBuilder, ThePipelineScatterGatherSendsAPieceAndAllGathersItAfterEachReceive) {
   Scenario s = gpt_125m(4, 2, 2);  // pipeline neighbours 8 ranks apart: across nodes
   // b·s·h elements of bf16.

@@ -405,6 +405,57 @@ TEST(ZeroStage3, PersistentTensorsAreGatheredOnlyAfterTheStep) {
   EXPECT_EQ(at_threshold[0].label, "zero3 AG persistent params after step");
 }
 
+// zero_per_tensor_collectives (DeepSpeed through v0.5.x, Note [zero per-tensor collectives]):
+// each collective stands for one call per tensor it holds, with the same bytes.
+//   threshold 5: a (100) and b (10) are both partitioned: each layer's gather holds 2 tensors;
+//     the RS buckets (as above, one layer each) 2; nothing persists, so no post-step gather.
+//   threshold 50: only a is gathered per layer (1 call); the RS buckets still hold a and b (2);
+//     the post-step gather re-gathers the 4 persistent b tensors (4 calls).
+TEST(ZeroStage3, PerTensorCollectivesCountACallPerTensor) {
+  const auto counts = [](const ir::Graph& g, const std::vector<IssuedCollective>& all) {
+    std::vector<std::int32_t> out;
+    for (const IssuedCollective& c : all)
+      out.push_back(std::get<ir::Collective>(g.task(c.id).op).count);
+    return out;
+  };
+  SyncOptions options = kNoReuse;
+  options.zero_param_persistence_threshold = 5;
+  options.zero_per_tensor_collectives = true;
+  const RankId r{0};
+  const ir::Graph all_partitioned = lower_with({.microbatches = 1, .data_parallel = 3}, options);
+  const auto c5 = issued_collectives(all_partitioned, r);
+  EXPECT_THAT(counts(all_partitioned, of_op(c5, CollectiveOp::kAllGather)),
+              ElementsAre(2, 2, 2, 2, 2, 2, 2, 2));
+  EXPECT_THAT(counts(all_partitioned, of_op(c5, CollectiveOp::kReduceScatter)),
+              ElementsAre(2, 2, 2, 2));
+  options.zero_param_persistence_threshold = 50;
+  const ir::Graph some_persist = lower_with({.microbatches = 1, .data_parallel = 3}, options);
+  const auto c50 = issued_collectives(some_persist, r);
+  EXPECT_THAT(counts(some_persist, of_op(c50, CollectiveOp::kAllGather)),
+              ElementsAre(1, 1, 1, 1, 1, 1, 1, 1, 4));
+  EXPECT_THAT(counts(some_persist, of_op(c50, CollectiveOp::kReduceScatter)),
+              ElementsAre(2, 2, 2, 2));
+  // The bytes are those of the coalesced collectives
+  // (PersistentTensorsAreGatheredOnlyAfterTheStep).
+  EXPECT_THAT(bytes_of(of_op(c50, CollectiveOp::kReduceScatter)), ElementsAre(228, 228, 228, 228));
+  // Without the option every collective is one call.
+  options.zero_per_tensor_collectives = false;
+  const ir::Graph coalesced = lower_with({.microbatches = 1, .data_parallel = 3}, options);
+  for (std::int32_t n : counts(coalesced, issued_collectives(coalesced, r))) EXPECT_EQ(n, 1);
+}
+
+// Only ZeRO-3 has DeepSpeed 2021's fetch and collectives.
+TEST(ZeroErrors, DeepSpeed2021OptionsAreZero3Only) {
+  SyncOptions options{.policy = SyncPolicy::kZero2, .zero_per_tensor_collectives = true};
+  EXPECT_THAT([&] { (void)lower_with({.microbatches = 1}, options); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "sync policy zero2: zero_per_tensor_collectives applies to zero3 only")));
+  options = {.policy = SyncPolicy::kZero1, .zero_synchronous_fetch = true};
+  EXPECT_THAT([&] { (void)lower_with({.microbatches = 1}, options); },
+              ThrowsMessage<InvalidConfig>(
+                  HasSubstr("sync policy zero1: zero_synchronous_fetch applies to zero3 only")));
+}
+
 // Prefetch by element budget, reuse distance 0. With a budget of one layer (110), each fetch
 // prefetches the next trace step's layer when it is not resident:
 //   fwd L0: own AG L0, prefetch L1;  fwd L1: prefetch L2;  fwd L2: prefetch L3;

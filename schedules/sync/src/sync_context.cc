@@ -197,7 +197,8 @@ ir::TaskId SyncContext::collective(ir::RankId rank, const CollectiveSpec& spec) 
                            .bytes = spec.bytes,
                            .dtype = spec.dtype,
                            .root = root,
-                           .seq = seq}});
+                           .seq = seq,
+                           .count = spec.count}});
   placed_.resize(builder_.data().tasks.size(), false);
   return id;
 }

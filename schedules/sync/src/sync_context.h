@@ -54,6 +54,8 @@ struct CollectiveSpec {
   /// A stream other than the group's own: a system that issues several groups' collectives
   /// synchronously from one side stream (Megatron's optimizer instances), which serialises them.
   std::string stream;
+  /// How many back-to-back calls of bytes/count each the task stands for (ir::Collective).
+  std::int32_t count = 1;
 };
 
 class SyncContext {

@@ -77,6 +77,10 @@ void check_options(const SyncOptions& o, const SyncInput& in) {
   }
   if (o.comm_hook != CommHook::kNone && o.policy != SyncPolicy::kDdp)
     reject("a communication hook", "ddp");
+  if (o.zero_synchronous_fetch && o.policy != SyncPolicy::kZero3)
+    reject("zero_synchronous_fetch", "zero3");
+  if (o.zero_per_tensor_collectives && o.policy != SyncPolicy::kZero3)
+    reject("zero_per_tensor_collectives", "zero3");
   if (o.bucket_size && *o.bucket_size < 1) {
     throw InvalidConfig("sync policy " + name + ": bucket size " + std::to_string(*o.bucket_size) +
                         "; expected a positive size");

@@ -81,6 +81,7 @@ std::vector<ReduceBucket> reduce_buckets(const std::vector<ParamTensor>& tensors
       const ParamTensor& t = tensors[static_cast<std::size_t>(i)];
       (t.expert ? r.expert : r.dense) += t.numel;
       r.padded += round_up(t.numel, d);
+      ++r.tensors;
       r.low = std::min(r.low, t.layer);
       r.high = std::max(r.high, t.layer);
     }

@@ -54,6 +54,7 @@
 //       compute piece and every collective issued since the last such synchronisation
 //       (HostWaits, skipped when they add nothing). Gathers then run at most one prefetch ahead
 //       of the compute, and a backward's reduce-scatters are waited for at the next fetch.
+//     - zero_per_tensor_collectives: Note [zero per-tensor collectives].
 //     - after the step: a synchronous AG of the persistent tensors, when there are any (also in
 //       warm-up, whose first gathers of them are not modelled).
 //   Resident layers are per rank and carry across microbatches (under pipelining a layer kept
@@ -64,6 +65,16 @@
 //   Buckets are per chunk (each chunk's backward flushes its own). Tags: bucket = IPG bucket index
 //   within the chunk; for ZeRO-3 gathers the first gathered layer; 0 (1 for the expert group) for
 //   the post-step gathers, whose chunk is -1 when the rank holds several.
+//
+//   Note [zero per-tensor collectives]: DeepSpeed through v0.5.x gathered and reduced one
+//   tensor per call. partition_parameters.py's _allgather_param (v0.3.13, line 596) and
+//   _reduce_scatter_gradient (line 733) each build d narrow views of a flat buffer in a Python
+//   loop and hand the list to c10d, whose NCCL all_gather / reduce_scatter copies between the
+//   flat buffer and each of the d views (one copy each); _post_step re-gathers every persistent
+//   tensor the same way. With zero_per_tensor_collectives a ZeRO-3 gather, reduce-scatter or
+//   post-step gather stands for one call per tensor it holds (ir::Collective::count), and the
+//   step's pricing charges the host's O(d) work per call (Note [per-tensor host work] in
+//   scenario/src/step_builder.cc).
 //
 //   The pieces both passes share (configuration, pieces, IPG buckets, event throttling) are
 //   here; ZeRO-1/2 are in sync_zero12.cc, ZeRO-3 in sync_zero3.cc, add_zero_sync in
@@ -193,7 +204,8 @@ struct ReduceBucket {
   std::int64_t expert = 0;  ///< elements of expert tensors, reduced over edp
   /// Elements with each tensor padded to d: ZeRO-3's interleaved reduce-scatter buffer.
   std::int64_t padded = 0;
-  std::int32_t low = 0;  ///< lowest layer: its backward completes the bucket
+  std::int32_t tensors = 0;  ///< how many parameter tensors it holds
+  std::int32_t low = 0;      ///< lowest layer: its backward completes the bucket
   std::int32_t high = 0;
 };
 

@@ -25,6 +25,7 @@ struct Module {
   std::int64_t numel = 0;           ///< all its tensors: what the reuse distance counts
   std::int64_t gathered_numel = 0;  ///< of its partitioned (non-persistent) tensors
   std::int64_t gathered_bytes = 0;  ///< their all-gather output, each tensor padded to d
+  std::int32_t gathered_tensors = 0;
 };
 
 struct Zero3Chunk {
@@ -53,6 +54,11 @@ class Zero3 {
 
   [[nodiscard]] bool partitioned(std::int64_t numel) const {
     return numel > options_.zero_param_persistence_threshold;
+  }
+  /// The calls a collective over `tensors` tensors stands for: one per tensor under
+  /// zero_per_tensor_collectives (Note [zero per-tensor collectives]), else one coalesced call.
+  [[nodiscard]] std::int32_t calls(std::int32_t tensors) const {
+    return options_.zero_per_tensor_collectives ? std::max(tensors, 1) : 1;
   }
   Zero3Chunk plan_chunk(const ChunkParams& params) const;
   void plan();
@@ -122,6 +128,7 @@ Zero3Chunk Zero3::plan_chunk(const ChunkParams& params) const {
     if (partitioned(t.numel)) {
       m.gathered_numel += t.numel;
       m.gathered_bytes += round_up(t.numel, d) * ctx_.input().param_bytes;
+      ++m.gathered_tensors;
     }
   }
   Zero3Chunk out;
@@ -313,7 +320,11 @@ bool Zero3::reused(Work w, std::int32_t step) const {
 TaskId Zero3::gather(TaskId piece, Work w, const std::vector<std::int32_t>& modules,
                      std::string label) {
   std::int64_t bytes = 0;
-  for (std::int32_t i : modules) bytes += module(w.chunk, i).gathered_bytes;
+  std::int32_t tensors = 0;
+  for (std::int32_t i : modules) {
+    bytes += module(w.chunk, i).gathered_bytes;
+    tensors += module(w.chunk, i).gathered_tensors;
+  }
   // _allgather_param synchronises the device before each tensor's gather.
   if (options_.zero_synchronous_fetch) synchronize(piece, "before " + label);
   const TaskId ag =
@@ -324,7 +335,8 @@ TaskId Zero3::gather(TaskId piece, Work w, const std::vector<std::int32_t>& modu
                               .bucket = module(w.chunk, modules.front()).layer,
                               .chunk = w.chunk,
                               .microbatch = w.microbatch,
-                              .label = std::move(label)});
+                              .label = std::move(label),
+                              .count = calls(tensors)});
   ctx_.issue_before(piece, ag);
   if (options_.zero_synchronous_fetch) unsynchronised_.push_back(ag);
   for (std::int32_t i : modules) {
@@ -366,7 +378,8 @@ void Zero3::on_gradient_piece(TaskId piece, Work w, TaskId next) {
                                 .microbatch = w.microbatch,
                                 .label = "zero3 RS " + name + " (" + layers_text(s.low, s.high) +
                                          ") " + (epilogue ? "epilogue" : "hook") + mb,
-                                .deps = {piece}});
+                                .deps = {piece},
+                                .count = calls(s.tensors)});
     ctx_.issue_after(piece, rs);
     if (options_.zero_synchronous_fetch) unsynchronised_.push_back(rs);
     red.throttle.record(rs);
@@ -395,10 +408,12 @@ void Zero3::synchronize(TaskId piece, const std::string& why) {
 // _post_step: the updated persistent parameters all-gathered (all_gather_coalesced layout).
 void Zero3::gather_persistent(TaskId step) {
   std::int64_t bytes = 0;
+  std::int32_t tensors = 0;
   for (const ChunkParams& c : ctx_.params(rank_)) {
     for (const ParamTensor& t : c.tensors) {
       if (!partitioned(t.numel)) {
         bytes += round_up(t.numel, ctx_.input().data_parallel) * ctx_.input().param_bytes;
+        ++tensors;
       }
     }
   }
@@ -411,7 +426,8 @@ void Zero3::gather_persistent(TaskId step) {
                               .bucket = 0,
                               .chunk = ctx_.num_chunks(rank_) == 1 ? 0 : -1,
                               .label = "zero3 AG persistent params after step",
-                              .deps = {step}});
+                              .deps = {step},
+                              .count = calls(tensors)});
   ctx_.issue_after(step, ag);
 }
 

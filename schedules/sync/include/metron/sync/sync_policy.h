@@ -131,6 +131,10 @@ struct SyncOptions {
   /// before each parameter all-gather and after each fetch, so the host never runs ahead of
   /// the GPU (Note [zero lowering], sync_zero.h).
   bool zero_synchronous_fetch = false;
+  /// ZeRO-3 as DeepSpeed ran it through v0.5.x: every partitioned parameter all-gathered, every
+  /// gradient reduce-scattered and every persistent parameter re-gathered after the step by a
+  /// call of its own, over a list of d views (Note [zero per-tensor collectives], sync_zero.h).
+  bool zero_per_tensor_collectives = false;
   bool broadcast_fp16 = false;  ///< fairscale OSS
   friend bool operator==(const SyncOptions&, const SyncOptions&) = default;
 };

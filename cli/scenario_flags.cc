@@ -21,6 +21,12 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
   cmd.add_option("--pp", o.pp, "pipeline-parallel size");
   cmd.add_option("--dp", o.dp, "data-parallel size (default: what the GPUs leave)");
   cmd.add_option("--vp", o.vp, "model chunks per pipeline rank (interleaving)");
+  cmd.add_option("--first-stage-layers", o.first_stage_layers,
+                 "layers of the first pipeline rank, the rest split evenly (Megatron's\n"
+                 "--decoder-first-pipeline-num-layers)");
+  cmd.add_option("--last-stage-layers", o.last_stage_layers,
+                 "layers of the last pipeline rank (Megatron's\n"
+                 "--decoder-last-pipeline-num-layers)");
   cmd.add_option("--cp", o.cp, "context-parallel size");
   cmd.add_option("--ep", o.ep, "expert-parallel size");
   cmd.add_flag("--sp", o.sp, "sequence parallelism on");
@@ -75,6 +81,8 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   if (o.tp) p.tp = *o.tp;
   if (o.pp) p.pp = *o.pp;
   if (o.vp) p.vp = *o.vp;
+  if (o.first_stage_layers) p.first_stage_layers = *o.first_stage_layers;
+  if (o.last_stage_layers) p.last_stage_layers = *o.last_stage_layers;
   if (o.cp) p.cp = *o.cp;
   if (o.ep) p.ep = *o.ep;
   if (o.sp && o.no_sp) {

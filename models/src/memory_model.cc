@@ -91,7 +91,10 @@ void check_rank_split(const ModelSpec& model, const ParallelSpec& spec,
   detail::check_positive(problems, "tp", spec.tp);
   detail::check_positive(problems, "pp", spec.pp);
   detail::check_positive(problems, "ep", spec.ep);
-  detail::check_divisible(problems, "layers", model.layers, "pp", spec.pp);
+  // An uneven split is checked by pipeline_rank_layers (layers_on_rank).
+  if (!spec.first_stage_layers && !spec.last_stage_layers) {
+    detail::check_divisible(problems, "layers", model.layers, "pp", spec.pp);
+  }
   detail::check_divisible(problems, "heads", model.heads, "tp", spec.tp);
   detail::check_divisible(problems, "kv_heads", model.num_kv_heads(), "tp", spec.tp);
   if (model.moe) {
@@ -105,6 +108,13 @@ void check_rank_split(const ModelSpec& model, const ParallelSpec& spec,
                        std::to_string(spec.pp) + "), got " + std::to_string(pipeline_rank));
   }
   detail::throw_if_problems("parameters of model \"" + model.name + "\"", problems);
+}
+
+// The transformer layers `pipeline_rank` holds (Note [uneven stages] in parallel_spec.h).
+std::int64_t layers_on_rank(const ModelSpec& model, const ParallelSpec& spec,
+                            std::int64_t pipeline_rank) {
+  if (!spec.first_stage_layers && !spec.last_stage_layers) return model.layers / spec.pp;
+  return pipeline_rank_layers(model, spec)[static_cast<std::size_t>(pipeline_rank)];
 }
 
 void check_shape(const LayerShape& shape) {
@@ -254,7 +264,7 @@ RankParameters rank_parameters(const ModelSpec& model, const ParallelSpec& spec,
   validate(model);
   check_rank_split(model, spec, pipeline_rank);
   const RankParameters layer = layer_parameters(model, spec.tp, spec.ep);
-  const std::int64_t layers = model.layers / spec.pp;
+  const std::int64_t layers = layers_on_rank(model, spec, pipeline_rank);
   RankParameters out{.dense = layers * layer.dense, .expert = layers * layer.expert};
   // Word embeddings and the LM head are vocab-parallel; Megatron pads the vocabulary so tp
   // divides it, which rounding up stands for here.
@@ -292,7 +302,7 @@ StateBytes state_memory(const ModelSpec& model, const ParallelSpec& spec, StateP
                  .gradients = n_dense * dense.gradients + n_expert * expert.gradients,
                  .optimizer = n_dense * dense.optimizer + n_expert * expert.optimizer};
   if (spec.fp8 != Fp8Recipe::kOff && layout.sharding < Sharding::kWeights) {
-    const double layers = static_cast<double>(model.layers) / static_cast<double>(spec.pp);
+    const auto layers = static_cast<double>(layers_on_rank(model, spec, pipeline_rank));
     out.weights +=
         kFp8CopyBytes * layers * static_cast<double>(linear_weights(model, spec.tp, spec.ep));
   }

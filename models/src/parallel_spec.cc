@@ -122,10 +122,55 @@ void check_limits(std::vector<std::string>& problems, const ParallelSpec& spec) 
   }
 }
 
+// Note [uneven stages]: each pipeline rank's layers, or nothing with the reasons in `problems`.
+std::vector<std::int64_t> split_layers(std::vector<std::string>& problems, const ParallelSpec& spec,
+                                       const ModelSpec& model) {
+  const std::size_t before = problems.size();
+  if (!spec.first_stage_layers && !spec.last_stage_layers) {
+    check_divisible_by(problems, "layers", model.layers, {{"pp", spec.pp}, {"vp", spec.vp}});
+    if (problems.size() != before || spec.pp <= 0 || model.layers <= 0) return {};
+    return std::vector<std::int64_t>(static_cast<std::size_t>(spec.pp), model.layers / spec.pp);
+  }
+  std::string given;
+  std::int64_t fixed = 0;
+  std::int64_t others = spec.pp;
+  for (const auto& [name, value] : {std::pair{"first_stage_layers", spec.first_stage_layers},
+                                    std::pair{"last_stage_layers", spec.last_stage_layers}}) {
+    if (!value) continue;
+    check_positive(problems, name, *value);
+    check_divisible_by(problems, name, *value, {{"vp", spec.vp}});
+    given += (given.empty() ? "" : " - ") + std::string(name) + " (" + std::to_string(*value) + ")";
+    fixed += *value;
+    --others;
+  }
+  if (spec.pp <= 1) {
+    problems.push_back(given + " needs pp > 1 (pp = " + std::to_string(spec.pp) + ")");
+    return {};
+  }
+  if (problems.size() != before) return {};
+  const std::int64_t rest = model.layers - fixed;
+  const std::string rest_text =
+      "layers (" + std::to_string(model.layers) + ") - " + given + " = " + std::to_string(rest);
+  if (others == 0 && rest != 0) {
+    problems.push_back(rest_text + "; expected 0, as the two ranks hold every layer");
+  } else if (others > 0 && (rest < others || rest % others != 0)) {
+    problems.push_back(rest_text + " must split evenly, at least one each, over the " +
+                       std::to_string(others) + " other pipeline ranks");
+  } else if (others > 0 && spec.vp > 0 && (rest / others) % spec.vp != 0) {
+    problems.push_back("the other ranks' layers (" + std::to_string(rest / others) +
+                       ") must be divisible by vp (" + std::to_string(spec.vp) + ")");
+  }
+  if (problems.size() != before) return {};
+  std::vector<std::int64_t> out(static_cast<std::size_t>(spec.pp), others > 0 ? rest / others : 0);
+  if (spec.first_stage_layers) out.front() = *spec.first_stage_layers;
+  if (spec.last_stage_layers) out.back() = *spec.last_stage_layers;
+  return out;
+}
+
 // Megatron's rules for splitting one replica of the model (megatron/training/arguments.py).
 void check_model_split(std::vector<std::string>& problems, const ParallelSpec& spec,
                        const ModelSpec& model) {
-  check_divisible_by(problems, "layers", model.layers, {{"pp", spec.pp}, {"vp", spec.vp}});
+  (void)split_layers(problems, spec, model);
   if (spec.vp > 1 && spec.pp == 1) {
     problems.push_back("vp (" + std::to_string(spec.vp) + ") needs pp > 1 (pp = 1)");
   }
@@ -251,6 +296,8 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   if (const Json* v = in.find("scatter_gather_p2p")) {
     spec.scatter_gather_p2p = read_bool(*v, "scatter_gather_p2p");
   }
+  read_optional_size(in, "first_stage_layers", spec.first_stage_layers);
+  read_optional_size(in, "last_stage_layers", spec.last_stage_layers);
   in.finish();
   return spec;
 }
@@ -305,6 +352,16 @@ void validate(const ParallelSpec& spec, const ModelSpec& model, std::optional<st
                             problems);
 }
 
+std::vector<std::int64_t> pipeline_rank_layers(const ModelSpec& model, const ParallelSpec& spec) {
+  std::vector<std::string> problems;
+  check_sizes(problems, spec);
+  std::vector<std::int64_t> layers;
+  if (problems.empty()) layers = split_layers(problems, spec, model);
+  detail::throw_if_problems("invalid parallel configuration for model \"" + model.name + "\"",
+                            problems);
+  return layers;
+}
+
 void validate_sizes(const ParallelSpec& spec) {
   std::vector<std::string> problems;
   check_sizes(problems, spec);
@@ -330,6 +387,8 @@ std::string to_json(const ParallelSpec& spec) {
   out["tp_comm_overlap"] = spec.tp_comm_overlap;
   out["fp8"] = to_string(spec.fp8);
   out["scatter_gather_p2p"] = spec.scatter_gather_p2p;
+  out["first_stage_layers"] = optional_json(spec.first_stage_layers);
+  out["last_stage_layers"] = optional_json(spec.last_stage_layers);
   return detail::dump_line(out, "parallel configuration");
 }
 

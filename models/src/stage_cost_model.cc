@@ -11,15 +11,38 @@
 
 namespace metron::models {
 
-StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
-                             const ComputeModel& compute, const CommModel& comm) {
+std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const ParallelSpec& spec,
+                                             std::span<const std::int32_t> stage_ranks) {
   const std::int64_t stages = spec.pp * spec.vp;
-  if (stages <= 0 || model.layers % stages != 0) {
+  const bool even = !spec.first_stage_layers && !spec.last_stage_layers;
+  if (even && (stages <= 0 || model.layers % stages != 0)) {
     throw InvalidConfig("stage costs: layers (" + std::to_string(model.layers) +
                         ") must be divisible by pp·vp (" + std::to_string(stages) + ")");
   }
-  // Exact: layers divide over the stages (checked above).
-  const double layers = static_cast<double>(model.layers) / static_cast<double>(stages);
+  const std::vector<std::int64_t> ranks = pipeline_rank_layers(model, spec);
+  if (!stage_ranks.empty() && std::ssize(stage_ranks) != stages) {
+    throw InvalidConfig("stage costs: " + std::to_string(stage_ranks.size()) +
+                        " stage ranks; expected pp·vp = " + std::to_string(stages));
+  }
+  std::vector<std::int64_t> out;
+  for (std::int64_t s = 0; s < stages; ++s) {
+    const std::int64_t rank =
+        stage_ranks.empty() ? s % spec.pp : stage_ranks[static_cast<std::size_t>(s)];
+    if (rank < 0 || rank >= spec.pp) {
+      throw InvalidConfig("stage costs: stage " + std::to_string(s) + " on rank " +
+                          std::to_string(rank) +
+                          "; expected a rank below pp = " + std::to_string(spec.pp));
+    }
+    out.push_back(ranks[static_cast<std::size_t>(rank)] / spec.vp);  // vp divides (checked)
+  }
+  return out;
+}
+
+StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
+                             const ComputeModel& compute, const CommModel& comm,
+                             std::span<const std::int32_t> stage_ranks) {
+  const std::vector<std::int64_t> stage_layers = model_stage_layers(model, spec, stage_ranks);
+  const auto stages = std::ssize(stage_layers);
   const LayerShape shape = layer_shape(model, spec);
   const LayerPhaseCosts layer = layer_phase_costs(model, shape, spec.recompute, compute);
   const auto part = [&](const std::vector<OpCost>& ops) { return compute.cost(ops).seconds; };
@@ -33,6 +56,7 @@ StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
   for (std::int64_t s = 0; s < stages; ++s) {
     const bool first = s == 0;
     const bool last = s == stages - 1;
+    const auto layers = static_cast<double>(stage_layers[static_cast<std::size_t>(s)]);
     const double f =
         layers * layer.forward.seconds + (first ? embedding_f : 0) + (last ? head_f : 0);
     const double i =

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "metron/models/compute_cost.h"
 
@@ -145,6 +147,19 @@ std::string summary_text(const Evaluation& e) {
       p.microbatches().value_or(0), s.schedule.name,
       p2p_mode(s.schedule) == lowering::P2PMode::kBatched ? "batched" : "async",
       s.model && p.p2p_scatter_gather() ? ", scatter/gather" : "", sync::to_string(s.sync.policy));
+  if (s.model && (p.first_stage_layers || p.last_stage_layers)) {
+    // Note [uneven stages]: say how the layers split, as runs of equal counts ("7, 8 x 14, 7").
+    const std::vector<std::int64_t> layers = models::pipeline_rank_layers(*s.model, p);
+    std::string runs;
+    for (std::size_t i = 0; i < layers.size();) {
+      std::size_t j = i;
+      while (j < layers.size() && layers[j] == layers[i]) ++j;
+      runs += (runs.empty() ? "" : ", ") + std::to_string(layers[i]) +
+              (j - i > 1 ? " x " + std::to_string(j - i) : "");
+      i = j;
+    }
+    out += fmt::format("  layers per rank       {}\n", runs);
+  }
   out += fmt::format("  iteration time        {:.3f} ms\n", e.iteration_time_s * 1e3);
   if (s.model) {
     out += fmt::format("  throughput            {:.0f} tokens/s, {:.1f} TFLOP/s per GPU\n",

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "metron/base/error.h"
 #include "metron/ir/graph_builder.h"
@@ -36,6 +38,8 @@ struct Layout {
   pipeline::ScheduleSpec spec;
   models::ParallelSpec model_parallel;
   std::int64_t model_stages = 1;
+  /// The pipeline rank of each of the schedule's pp·vp stages (DualPipe's copies included).
+  std::vector<std::int32_t> stage_ranks;
 };
 
 Layout layout_of(const Scenario& s) {
@@ -66,6 +70,7 @@ Layout layout_of(const Scenario& s) {
   out.model_parallel = p;
   out.model_parallel.vp = info.placement == pipeline::Placement::kBidirectional ? 1 : vp;
   out.model_stages = out.model_parallel.pp * out.model_parallel.vp;
+  out.stage_ranks = pipeline::stage_ranks(info.placement, out.spec.pp, out.spec.pp * out.spec.vp);
   return out;
 }
 
@@ -131,15 +136,17 @@ lowering::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
 }
 
 /// What the sync-policy pass needs: every pipeline rank's chunks with their parameter tensors
-/// (models/parameter_tensors.h), from the stages the schedule places on it. Each stage holds
-/// `layers_per_stage` layers; the first stage adds the embeddings, the last the head (DualPipe's
-/// second direction repeats the stages without them: its extra copies are not counted).
+/// (models/parameter_tensors.h), from the stages the schedule places on it (`ranks`). Model
+/// stage m holds `stage_layers[m]` layers; the first stage adds the embeddings, the last the
+/// head (DualPipe's second direction repeats the stages without them: its extra copies are not
+/// counted).
 sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
-                           const pipeline::ScheduleSpec& spec, std::int64_t layers_per_stage,
+                           const pipeline::ScheduleSpec& spec,
+                           const std::vector<std::int32_t>& ranks,
+                           const std::vector<std::int64_t>& stage_layers,
                            std::int64_t layers_total) {
-  const pipeline::ScheduleInfo& info = pipeline::find_schedule(spec.name);
   const std::int32_t stages = spec.pp * spec.vp;
-  const std::vector<std::int32_t> ranks = pipeline::stage_ranks(info.placement, spec.pp, stages);
+  const auto model_stages = std::ssize(stage_layers);
   const models::StateLayout layout = models::state_layout(state_policy(s), s.model->dtype);
   sync::SyncInput in{
       .pipeline_ranks = spec.pp,
@@ -149,14 +156,15 @@ sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
       .grad_bytes = static_cast<std::int64_t>(models::element_bytes(layout.grad_dtype)),
       .interleaved = spec.name == "interleaved-1f1b" || spec.name == "interleaved-1f1b-legacy"};
   in.params.resize(static_cast<std::size_t>(spec.pp));
+  std::int64_t first = 0;  // the stage's first layer, numbered on past the model's end
   for (std::int32_t stage = 0; stage < stages; ++stage) {
-    const std::int64_t first = stage * layers_per_stage;
+    const std::int64_t layers = stage_layers[static_cast<std::size_t>(stage % model_stages)];
     // DualPipe's second direction: the same model stages again, numbered past the model's end.
     const bool copy = first >= layers_total;
     sync::ChunkParams chunk{.stage = stage};
     for (const models::ParameterTensor& t : models::parameter_tensors(
-             *s.model, mp, first % layers_total, first % layers_total + layers_per_stage,
-             !copy && stage == 0, !copy && first + layers_per_stage == layers_total)) {
+             *s.model, mp, first % layers_total, first % layers_total + layers, !copy && stage == 0,
+             !copy && first + layers == layers_total)) {
       chunk.tensors.push_back(
           {.name = t.name,
            .layer = static_cast<std::int32_t>(t.layer + (first - first % layers_total)),
@@ -167,6 +175,7 @@ sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
     }
     in.params[static_cast<std::size_t>(ranks[static_cast<std::size_t>(stage)])].push_back(
         std::move(chunk));
+    first += layers;
   }
   return in;
 }
@@ -285,7 +294,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
                           std::to_string(mp.pp) + " runs " + std::to_string(layout.model_stages));
     }
   } else {
-    step.costs = models::model_stage_costs(*s.model, mp, *compute, comm);
+    step.costs = models::model_stage_costs(
+        *s.model, mp, *compute, comm,
+        std::span(layout.stage_ranks).first(static_cast<std::size_t>(layout.model_stages)));
   }
   layout.spec.times = {.forward = in_ms(step.costs.forward),
                        .backward_input = in_ms(step.costs.backward_input),
@@ -297,25 +308,35 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
       .p2p = p2p_mode(s.schedule),
       .hardware_queues = static_cast<std::int32_t>(s.hardware.hardware_queues)};
   const std::int32_t stages = layout.spec.pp * layout.spec.vp;
-  std::int64_t layers_per_stage = 0;
+  // Layers per model stage and per pipeline rank as the graph holds them (a rank's chunks,
+  // DualPipe's copies included): uneven under Note [uneven stages].
+  std::vector<std::int64_t> stage_layers;
+  std::vector<std::int64_t> rank_layers(static_cast<std::size_t>(layout.spec.pp), 0);
   std::optional<models::LayerShape> shape;
   if (s.model) {
     shape = models::layer_shape(*s.model, mp);
-    layers_per_stage = s.model->layers / layout.model_stages;
-    const auto layers = static_cast<double>(layers_per_stage);
-    lowering.activation_bytes = static_cast<std::int64_t>(
-        layers * models::layer_activation_bytes(*s.model, *shape, mp.recompute));
+    stage_layers = models::model_stage_layers(
+        *s.model, mp,
+        std::span(layout.stage_ranks).first(static_cast<std::size_t>(layout.model_stages)));
+    const double activation = models::layer_activation_bytes(*s.model, *shape, mp.recompute);
     // ZB's M_W: what W keeps after I — the linear layers' inputs and output gradients, which
     // the selective-recompute inventory (everything but the score-sized tensors) approximates.
-    lowering.weight_grad_bytes = static_cast<std::int64_t>(
-        layers * models::layer_activation_bytes(*s.model, *shape, models::Recompute::kSelective));
+    const double weight_grad =
+        models::layer_activation_bytes(*s.model, *shape, models::Recompute::kSelective);
+    for (std::int32_t g = 0; g < stages; ++g) {
+      const std::int64_t layers = stage_layers[static_cast<std::size_t>(g % layout.model_stages)];
+      const auto l = static_cast<double>(layers);
+      lowering.stage_activation_bytes.push_back(static_cast<std::int64_t>(l * activation));
+      lowering.stage_weight_grad_bytes.push_back(static_cast<std::int64_t>(l * weight_grad));
+      // Layer ranges on the compute tasks, so passes can cut them and costs can share them out.
+      lowering.layers.per_stage.push_back(static_cast<std::int32_t>(layers));
+      rank_layers[static_cast<std::size_t>(layout.stage_ranks[static_cast<std::size_t>(g)])] +=
+          layers;
+    }
     lowering.p2p_bytes = models::boundary_bytes(*s.model, mp);
     // The pipeline scatter/gather sends a 1/tp piece of a whole tensor (Note [pipeline
     // scatter/gather] in lowering/intra_layer.h).
     if (mp.p2p_scatter_gather()) lowering.output_bytes = lowering.p2p_bytes * mp.tp;
-    // Layer ranges on the compute tasks, so passes can cut them and costs can share them out.
-    lowering.layers.per_stage.assign(static_cast<std::size_t>(stages),
-                                     static_cast<std::int32_t>(layers_per_stage));
   }
   // Note [input limits]: every replica repeats the pipeline's actions; refuse before building.
   if (replication == Replication::kFull) {
@@ -351,17 +372,16 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     if (!intra.empty()) lowering::add_intra_layer_collectives(builder, intra);
     if (dp_group > 1) {
       sync::add_sync_policy(
-          builder, sync_input(s, mp, layout.spec, layers_per_stage, s.model->layers), s.sync);
+          builder,
+          sync_input(s, mp, layout.spec, layout.stage_ranks, stage_layers, s.model->layers),
+          s.sync);
     }
   }
   if (s.model && payload == Payload::kOperations) {
     // What each compute task computes, for an executor (Note [task operations]).
-    detail::add_task_operations(builder, {.model = *s.model,
-                                          .parallel = mp,
-                                          .policy = state_policy(s),
-                                          .layers_per_stage = layers_per_stage,
-                                          .chunks = layout.spec.vp,
-                                          .pipeline_ranks = layout.spec.pp});
+    detail::add_task_operations(
+        builder,
+        {.model = *s.model, .parallel = mp, .policy = state_policy(s), .rank_layers = rank_layers});
   }
   ir::Graph graph = std::move(builder).build();
   // Full mode gives every tensor-parallel peer its rank too (Note [tensor-parallel peers]); a
@@ -407,15 +427,20 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
       if (c->phase == ir::Phase::kOptimizer) {
         seconds = optimizer[static_cast<std::size_t>(task.rank.value() % step.pipeline_ranks)];
         // One chunk's optimizer (Megatron's chained optimizer): its share of the rank's layers.
-        if (!task.layers.empty() && layers_per_stage > 0) {
+        const std::int64_t on_rank =
+            s.model ? rank_layers[static_cast<std::size_t>(task.rank.value() % step.pipeline_ranks)]
+                    : 0;
+        if (!task.layers.empty() && on_rank > 0) {
           seconds *= static_cast<double>(task.layers.last - task.layers.first) /
-                     static_cast<double>(layers_per_stage * layout.spec.vp);
+                     static_cast<double>(on_rank);
         }
       } else if (task.stage.valid()) {
         seconds = phase_seconds(step.costs, c->phase, model_stage(task.stage));
         // A piece of a stage's task (compute_split.h). Note [piece costs]: priced by the ops it
         // runs when the stage times come from the model, else its share of the stage's layers.
         const std::int64_t piece_layers = task.layers.last - task.layers.first;
+        const std::int64_t layers_per_stage =
+            stage_layers.empty() ? 0 : stage_layers[model_stage(task.stage)];
         if (!task.layers.empty() && piece_layers < layers_per_stage && !s.costs && shape) {
           seconds = 0;
           for (const detail::CountedOps& part :

@@ -163,14 +163,16 @@ void add_task_operations(ir::GraphBuilder& builder, const OperationContext& cont
     if (c->phase == ir::Phase::kOptimizer) {
       double share = 1.0;
       // One chunk's optimizer: its share of the rank's layers, as its duration (step_builder.cc).
-      if (!task.layers.empty() && context.layers_per_stage > 0) {
+      const auto pipeline_ranks = std::ssize(context.rank_layers);
+      const std::int64_t rank = task.rank.value() % pipeline_ranks;
+      const std::int64_t on_rank = context.rank_layers[static_cast<std::size_t>(rank)];
+      if (!task.layers.empty() && on_rank > 0) {
         share = static_cast<double>(task.layers.last - task.layers.first) /
-                static_cast<double>(context.layers_per_stage * context.chunks);
+                static_cast<double>(on_rank);
       }
       append(c->operations,
-             models::optimizer_step_ops(context.model, context.parallel, context.policy,
-                                        task.rank.value() % context.pipeline_ranks),
-             1, dtype, share);
+             models::optimizer_step_ops(context.model, context.parallel, context.policy, rank), 1,
+             dtype, share);
       continue;
     }
     c->operations = phase_operations(context, shape, c->phase, task.layers);

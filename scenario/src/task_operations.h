@@ -35,9 +35,9 @@ struct OperationContext {
   const models::ModelSpec& model;
   const models::ParallelSpec& parallel;
   models::StatePolicy policy;
-  std::int64_t layers_per_stage = 0;  ///< model layers of one stage (chunk)
-  std::int64_t chunks = 1;            ///< stages per pipeline rank (vp)
-  std::int32_t pipeline_ranks = 1;
+  /// The layers each pipeline rank's stages hold together (its chunks, DualPipe's copies
+  /// included): what a chunk's optimizer step takes its share of.
+  std::vector<std::int64_t> rank_layers;
 };
 
 /// Some of the cost model's ops, each run `count` times in a row (a layer's ops × its layers).

@@ -222,6 +222,21 @@ TEST_F(Cli, EncoderDecoderSplitDoublesTheTransfersAfterTheSplit) {
   EXPECT_THAT(text.err, HasSubstr("expected --format json"));
 }
 
+// Note [uneven stages]: Llama 3 405B's 126 layers on pp 16 as Meta ran them, 7 on the first and
+// the last rank and 8 on the others; a split that does not add up is refused with its sums.
+TEST_F(Cli, SimulateSplitsLayersUnevenlyOverThePipeline) {
+  const std::string flags =
+      "simulate --model llama3-405b --hardware dgx-h100 --gpus 16384 --tp 8 --pp 16 --dp 128 "
+      "--vp 1 --schedule 1f1b --global-batch 2048 --seq 8192 --sp";
+  Outcome r = metron(flags + " --first-stage-layers 7 --last-stage-layers 7");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("layers per rank       7, 8 x 14, 7"));
+  Outcome bad = metron(flags + " --first-stage-layers 5");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("layers (126) - first_stage_layers (5) = 121 must split evenly, "
+                                 "at least one each, over the 15 other pipeline ranks"));
+}
+
 TEST_F(Cli, PresetsListsEveryModelWithItsSize) {
   Outcome r = metron("presets models");
   EXPECT_EQ(r.code, 0) << r.err;

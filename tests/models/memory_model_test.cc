@@ -206,6 +206,21 @@ TEST(RankParameters, PipelineRanksSplitLayersAndAddEmbeddingsAndHeadAtTheEnds) {
   EXPECT_EQ(rank_parameters(model, spec, 3).dense, 968);
 }
 
+// Note [uneven stages]: 6 layers on pp 3 with a first and a last rank of one layer each leave 4
+// for the middle one:
+//   first  872 + embedding 112 = 984;  middle 4·872 = 3488;  last 872 + head 96 = 968.
+TEST(RankParameters, UnevenStagesHoldTheirOwnLayerCounts) {
+  const ModelSpec model = testing::tiny_gelu(6);
+  ParallelSpec spec{.pp = 3};
+  spec.first_stage_layers = 1;
+  spec.last_stage_layers = 1;
+  EXPECT_EQ(rank_parameters(model, spec, 0).dense, 984);
+  EXPECT_EQ(rank_parameters(model, spec, 1).dense, 3488);
+  EXPECT_EQ(rank_parameters(model, spec, 2).dense, 968);
+  // The state follows the parameters: DDP keeps 2-byte weights and gradients per parameter.
+  EXPECT_DOUBLE_EQ(state_memory(model, spec, StatePolicy::kDdp, 1).weights, 2 * 3488.0);
+}
+
 // Tied embeddings: one rank shares the word embeddings with the head: 4·872 + 112 + 16 = 3616.
 // Over two ranks the last keeps its own copy of the 80 word embeddings:
 //   rank 0: 2·872 + 112 = 1856;  rank 1: 2·872 + 16 + 80 = 1840.

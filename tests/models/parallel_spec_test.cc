@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "metron/base/error.h"
 #include "metron/models/model_presets.h"
@@ -113,6 +114,59 @@ TEST(ValidateParallel, RejectsLlama3405bOnSixteenUniformStages) {
                  "invalid parallel configuration for model \"llama3-405b\": layers (126) must be "
                  "divisible by pp·vp (16·1 = 16)",
                  1024);
+}
+
+// Note [uneven stages]: Megatron-Core's first/last pipeline-rank counts, the rest even.
+//   first 7, last 7: (126 - 7 - 7) / 14 = 8 on each other rank;
+//   first 6 only: (126 - 6) / 15 = 8.
+TEST(ValidateParallel, AcceptsLlama3405bOnSixteenStagesWithLighterEnds) {
+  ParallelSpec spec{.tp = 8, .pp = 16, .dp = 8, .global_batch = 2048};
+  spec.first_stage_layers = 7;
+  spec.last_stage_layers = 7;
+  EXPECT_NO_THROW(validate(spec, model_preset("llama3-405b"), 1024));
+  std::vector<std::int64_t> expected(16, 8);
+  expected.front() = 7;
+  expected.back() = 7;
+  EXPECT_EQ(pipeline_rank_layers(model_preset("llama3-405b"), spec), expected);
+  spec.last_stage_layers.reset();
+  spec.first_stage_layers = 6;
+  expected.assign(16, 8);
+  expected.front() = 6;
+  EXPECT_EQ(pipeline_rank_layers(model_preset("llama3-405b"), spec), expected);
+  // Even splits: layers/pp on every rank.
+  EXPECT_EQ(pipeline_rank_layers(model_preset("gpt3-175b"), ParallelSpec{.pp = 8}),
+            std::vector<std::int64_t>(8, 12));
+}
+
+TEST(ValidateParallel, RejectsUnevenStagesThatDoNotAddUp) {
+  const ModelSpec& llama = model_preset("llama3-405b");
+  ParallelSpec spec{.tp = 8, .pp = 16, .dp = 8, .global_batch = 2048};
+  spec.first_stage_layers = 5;  // 121 over 15 ranks
+  expect_invalid(spec, llama,
+                 "invalid parallel configuration for model \"llama3-405b\": layers (126) - "
+                 "first_stage_layers (5) = 121 must split evenly, at least one each, over the 15 "
+                 "other pipeline ranks");
+  spec.first_stage_layers = 7;
+  spec.last_stage_layers = 7;
+  spec.vp = 2;  // 7 layers on two chunks
+  expect_invalid(spec, llama,
+                 "invalid parallel configuration for model \"llama3-405b\": 2 problems\n"
+                 "  - first_stage_layers (7) must be divisible by vp (2)\n"
+                 "  - last_stage_layers (7) must be divisible by vp (2)");
+  spec.vp = 1;
+  spec.pp = 1;
+  spec.tp = 8;
+  spec.dp = 8;
+  expect_invalid(spec, llama,
+                 "invalid parallel configuration for model \"llama3-405b\": first_stage_layers "
+                 "(7) - last_stage_layers (7) needs pp > 1 (pp = 1)");
+  spec.pp = 2;  // the two ranks must hold all 126
+  expect_invalid(spec, llama,
+                 "invalid parallel configuration for model \"llama3-405b\": layers (126) - "
+                 "first_stage_layers (7) - last_stage_layers (7) = 112; expected 0, as the two "
+                 "ranks hold every layer");
+  EXPECT_THAT([&] { (void)pipeline_rank_layers(llama, spec); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("expected 0, as the two ranks")));
 }
 
 TEST(ValidateParallel, AcceptsAnMoeModelWithExpertParallel) {
@@ -302,7 +356,9 @@ ParallelSpec every_field() {
           .attention = AttentionKernel::kFused,
           .tp_comm_overlap = true,
           .fp8 = Fp8Recipe::kDelayed,
-          .scatter_gather_p2p = true};
+          .scatter_gather_p2p = true,
+          .first_stage_layers = 3,
+          .last_stage_layers = 5};
 }
 
 TEST(ParallelJson, WritesEveryKeyInCanonicalOrder) {
@@ -310,7 +366,7 @@ TEST(ParallelJson, WritesEveryKeyInCanonicalOrder) {
             R"({"tp":8,"pp":16,"dp":4,"vp":2,"cp":2,"ep":4,"sequence_parallel":true,)"
             R"("microbatch_size":2,"global_batch":1024,"num_microbatches":128,"seq_len":4096,)"
             R"("recompute":"selective","attention":"fused","tp_comm_overlap":true,"fp8":"delayed",)"
-            R"("scatter_gather_p2p":true})"
+            R"("scatter_gather_p2p":true,"first_stage_layers":3,"last_stage_layers":5})"
             "\n");
 }
 
@@ -319,7 +375,7 @@ TEST(ParallelJson, WritesUnsetOptionalsAsNull) {
             R"({"tp":1,"pp":1,"dp":1,"vp":1,"cp":1,"ep":1,"sequence_parallel":false,)"
             R"("microbatch_size":1,"global_batch":null,"num_microbatches":null,"seq_len":null,)"
             R"("recompute":"none","attention":"unfused","tp_comm_overlap":false,"fp8":"off",)"
-            R"("scatter_gather_p2p":false})"
+            R"("scatter_gather_p2p":false,"first_stage_layers":null,"last_stage_layers":null})"
             "\n");
 }
 

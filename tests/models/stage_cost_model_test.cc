@@ -7,6 +7,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
 #include "support/tiny_models.h"
@@ -99,6 +102,37 @@ TEST(ModelStageCosts, ThePipelineScatterGatherSendsOneTensorParallelRanksShare) 
             128);
   EXPECT_FALSE((ParallelSpec{.tp = 2, .pp = 1, .scatter_gather_p2p = true}.p2p_scatter_gather()));
   EXPECT_TRUE((ParallelSpec{.tp = 2, .pp = 2, .scatter_gather_p2p = true}.p2p_scatter_gather()));
+}
+
+// Note [uneven stages] on tiny_gelu(6), pp 2, vp 2, first rank 2 layers, last 4: each rank's
+// chunks share its layers, 1 and 2. Interleaved (stage s on rank s mod 2): stages 0..3 hold
+// 1, 2, 1, 2 layers; the V placement (ranks 0, 1, 1, 0): 1, 2, 2, 1. Forward times follow the
+// counts; the first stage adds nothing here but the (free) embedding, the last the head.
+TEST(ModelStageCosts, UnevenStagesFollowTheirRanksLayers) {
+  const ModelSpec model = testing::tiny_gelu(6);
+  ParallelSpec spec{.pp = 2, .vp = 2, .microbatch_size = 2, .num_microbatches = 4};
+  spec.first_stage_layers = 2;
+  spec.last_stage_layers = 4;
+  EXPECT_EQ(model_stage_layers(model, spec), (std::vector<std::int64_t>{1, 2, 1, 2}));
+  const std::vector<std::int32_t> v_ranks{0, 1, 1, 0};
+  EXPECT_EQ(model_stage_layers(model, spec, v_ranks), (std::vector<std::int64_t>{1, 2, 2, 1}));
+  const HardwareSpec hw = ideal_machine();
+  const StageCosts costs =
+      model_stage_costs(model, spec, ComputeModel(hw, Precision::kBf16), CommModel(hw), v_ranks);
+  const double b = 2, s = 4, h = 8, v = 10;
+  const double layer = (24 * b * s * h * h + 4 * b * s * s * h) / kPeak;
+  const double head = 2 * b * s * h * v / kPeak;
+  const double tolerance = 1e-12;
+  ASSERT_EQ(costs.stages(), 4U);
+  EXPECT_NEAR(costs.forward[0], layer, tolerance);
+  EXPECT_NEAR(costs.forward[1], 2 * layer, tolerance);
+  EXPECT_NEAR(costs.forward[2], 2 * layer, tolerance);
+  EXPECT_NEAR(costs.forward[3], layer + head, tolerance);
+  EXPECT_THAT(
+      [&] {
+        (void)model_stage_layers(model, spec, std::vector<std::int32_t>{0, 1});
+      },
+      ThrowsMessage<InvalidConfig>(HasSubstr("2 stage ranks; expected pp·vp = 4")));
 }
 
 TEST(ModelStageCosts, LayersMustDivideOverTheStages) {

@@ -188,6 +188,56 @@ TEST(StepBuilder, AProfilesSlowdownReplacesTheHardwares) {
 // Note [pipeline scatter/gather] (lowering/intra_layer.h): each tensor-parallel rank sends 1/tp
 // of the boundary tensor (b·s·h elements) and the receiving stage all-gathers the whole of it
 // over its tensor-parallel group; expected from the communication model's formulas directly.
+// Note [uneven stages]: gpt3-125m's 12 layers on pp 4 with 2 on the first and the last rank
+// leave 4 each for ranks 1 and 2. The forwards run those layer ranges; a middle stage's forward
+// is 4 layers' time and its activation stash 4 layers' bytes, the first stage's 2 layers'.
+TEST(StepBuilder, UnevenStagesRunTheirOwnLayerCounts) {
+  Scenario s = gpt_125m(1, 4, 1);
+  s.parallel.first_stage_layers = 2;
+  s.parallel.last_stage_layers = 2;
+  const Step step = build_step(s);
+  const models::LayerShape shape = models::layer_shape(*s.model, s.parallel);
+  const double per_layer = models::layer_activation_bytes(*s.model, shape, s.parallel.recompute);
+  const models::LayerPhaseCosts layer = models::layer_phase_costs(
+      *s.model, shape, s.parallel.recompute, models::ComputeModel(s.hardware, s.model->dtype));
+  ASSERT_EQ(step.costs.stages(), 4U);
+  EXPECT_DOUBLE_EQ(step.costs.forward[1], 4 * layer.forward.seconds);
+  EXPECT_DOUBLE_EQ(step.costs.forward[2], 4 * layer.forward.seconds);
+  const std::map<std::int32_t, ir::LayerRange> expected{
+      {0, {0, 2}}, {1, {2, 6}}, {2, {6, 10}}, {3, {10, 12}}};
+  int forwards = 0;
+  for (const ir::Task& t : step.graph.tasks()) {
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
+    ++forwards;
+    EXPECT_EQ(t.layers, expected.at(t.stage.value())) << t.label;
+  }
+  EXPECT_EQ(forwards, 16);
+  for (const ir::Buffer& b : step.graph.data().buffers) {
+    if (b.name == "activation s0 mb0") {
+      EXPECT_EQ(b.bytes, static_cast<std::int64_t>(2 * per_layer));
+    }
+    if (b.name == "activation s1 mb0") {
+      EXPECT_EQ(b.bytes, static_cast<std::int64_t>(4 * per_layer));
+    }
+  }
+  // The V placement: zb-v puts stages 0 and 3 on rank 0, 1 and 2 on rank 1. With 4 layers on
+  // rank 0 and 8 on rank 1, chunk by chunk: 2, 4, 4, 2.
+  Scenario v = gpt_125m(1, 2, 1);
+  v.schedule = {.name = "zb-v"};
+  v.parallel.vp = 2;
+  v.parallel.first_stage_layers = 4;
+  v.parallel.last_stage_layers = 8;
+  const Step vstep = build_step(v);
+  const std::map<std::int32_t, ir::LayerRange> vexpected{
+      {0, {0, 2}}, {1, {2, 6}}, {2, {6, 10}}, {3, {10, 12}}};
+  for (const ir::Task& t : vstep.graph.tasks()) {
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
+    EXPECT_EQ(t.layers, vexpected.at(t.stage.value())) << t.label;
+  }
+}
+
 // zero_per_tensor_collectives (Note [per-tensor host work]): a ZeRO-3 collective of `count`
 // calls pays count latencies on bytes/count each, plus 6 us of host time per call and rank of the
 // group (dp = 16 on 2 nodes). gpt3-125m's tensors: per layer 12, of which 4 weight matrices are

@@ -15,6 +15,7 @@
 //     consumer's activation stash holds it.
 //   - OVERLAP_F_B units play both roles: the forward half allocates, the backward half uses.
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -81,12 +82,25 @@ void add_buffers(ir::GraphBuilder& b, const Key& key, const Roles& roles,
     b.task(allocator).allocates.push_back(id);
     return id;
   };
+  const auto per_stage = [&](const std::vector<std::int64_t>& stages, std::int64_t all) {
+    if (stages.empty()) return all;
+    const auto stage = static_cast<std::size_t>(std::get<1>(key));
+    if (stage >= stages.size()) {
+      throw InvalidConfig("add_memory_effects: " + std::to_string(stages.size()) +
+                          " per-stage byte counts; the graph has stage " + std::to_string(stage));
+    }
+    return stages[stage];
+  };
   if (roles.forward.valid() && roles.backward.valid()) {
-    ir::BufferId act = buffer("activation", options.activation_bytes, roles.forward);
+    ir::BufferId act =
+        buffer("activation", per_stage(options.stage_activation_bytes, options.activation_bytes),
+               roles.forward);
     b.task(roles.backward).uses.push_back(act);
   }
   if (roles.backward_is_input && roles.weight.valid()) {
-    ir::BufferId stash = buffer("weight-grad", options.weight_grad_bytes, roles.backward);
+    ir::BufferId stash =
+        buffer("weight-grad", per_stage(options.stage_weight_grad_bytes, options.weight_grad_bytes),
+               roles.backward);
     b.task(roles.weight).uses.push_back(stash);
   }
   if (roles.forward.valid() && roles.send.valid()) {
@@ -110,6 +124,11 @@ void add_memory_effects(ir::GraphBuilder& b, const LoweringOptions& options) {
                         std::to_string(options.weight_grad_bytes) + "), p2p_bytes (" +
                         std::to_string(options.p2p_bytes) + ") and output_bytes (" +
                         std::to_string(output) + "); expected each >= 0");
+  }
+  for (const auto* list : {&options.stage_activation_bytes, &options.stage_weight_grad_bytes}) {
+    if (std::ranges::any_of(*list, [](std::int64_t v) { return v < 0; })) {
+      throw InvalidConfig("add_memory_effects: per-stage byte counts; expected each >= 0");
+    }
   }
   for (const auto& [key, roles] : collect_roles(b.data())) add_buffers(b, key, roles, options);
 }

@@ -5,7 +5,7 @@
 //   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
 //    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
 //    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false, "fp8": "off",
-//    "scatter_gather_p2p": false}
+//    "scatter_gather_p2p": false, "first_stage_layers": null, "last_stage_layers": null}
 //
 // Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
 // recompute to "none", attention to "unfused", tp_comm_overlap to false, fp8 to "off",
@@ -13,6 +13,13 @@
 // defaults to the model's (null = unset); global_batch and num_microbatches may be null. The number
 // of microbatches per iteration comes from num_microbatches when given, else from global_batch /
 // (microbatch_size · dp); when both are given they must agree.
+//
+// Note [uneven stages]: first_stage_layers and last_stage_layers are Megatron-Core's
+// --decoder-first-pipeline-num-layers and --decoder-last-pipeline-num-layers: the transformer
+// layers of the first and of the last pipeline rank; the other ranks split the rest evenly, and
+// each rank splits its layers evenly over its vp chunks (Megatron-Core's
+// get_num_layers_to_build). Unset, every rank holds layers/pp. Llama 3 405B's 126 layers on
+// pp 16, for instance: first and last 7, the 14 others 8.
 //
 // Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
 // then pp; the ep ranks of an expert layer are carved out of the dp·cp ranks. This decides which
@@ -25,6 +32,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "metron/base/diagnostics.h"
 #include "metron/models/model_spec.h"
@@ -90,6 +98,9 @@ struct ParallelSpec {
   /// stage, which all-gathers it over its tensor-parallel group (Narayanan et al. SC'21 §4.1;
   /// Note [pipeline scatter/gather] in lowering/intra_layer.h).
   bool scatter_gather_p2p = false;
+  /// Layers of the first and of the last pipeline rank (Note [uneven stages]); unset: even.
+  std::optional<std::int64_t> first_stage_layers;
+  std::optional<std::int64_t> last_stage_layers;
 
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }
@@ -112,8 +123,14 @@ struct ParallelSpec {
   friend bool operator==(const ParallelSpec&, const ParallelSpec&) = default;
 };
 
+/// The transformer layers of each pipeline rank (Note [uneven stages]). Throws InvalidConfig
+/// when they do not add up: a first or last count with pp = 1 or not below the layers, the rest
+/// not divisible by the other ranks, a rank's layers not divisible by vp.
+std::vector<std::int64_t> pipeline_rank_layers(const ModelSpec& model, const ParallelSpec& spec);
+
 /// Throws InvalidConfig listing every problem of `spec` for `model` (and `gpus` when given):
-/// non-positive sizes; layers not divisible by pp·vp; vp > 1 with pp = 1; heads and kv_heads not
+/// non-positive sizes; layers that do not split over the pipeline ranks and their vp chunks
+/// (pipeline_rank_layers); vp > 1 with pp = 1; heads and kv_heads not
 /// divisible by tp; ffn_hidden not divisible by tp; seq_len not divisible by tp (cp·tp when
 /// cp > 1) under sequence parallelism or by 2·cp under context parallelism (Megatron's
 /// load-balanced split); neither global_batch nor num_microbatches; global_batch not divisible by

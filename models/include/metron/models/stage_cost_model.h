@@ -3,7 +3,8 @@
 // simulator needs when a scenario names a model instead of giving explicit times.
 // Note [stage costs from the model]:
 //
-//   The pp·vp stages hold layers / (pp·vp) layers each. Per microbatch, on one GPU:
+//   The pp·vp stages hold layers / (pp·vp) layers each, or their rank's share under uneven
+//   stages (model_stage_layers, Note [uneven stages]). Per microbatch, on one GPU:
 //     F  = layers · layer F            + embedding F (first stage) + head F (last stage)
 //     I  = layers · (layer I + recompute)                          + head I (last stage)
 //     W  = layers · layer W            + embedding W (first stage) + head W (last stage)
@@ -17,6 +18,7 @@
 //   > 1 times are compute only.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "metron/models/comm_cost.h"
@@ -28,10 +30,19 @@
 
 namespace metron::models {
 
-/// The stage costs of Note [stage costs from the model]. Throws InvalidConfig when layers do not
-/// divide over pp·vp.
+/// The transformer layers of each of the pp·vp model stages: its pipeline rank's layers
+/// (pipeline_rank_layers, Note [uneven stages]) over vp. `stage_ranks` gives each stage's rank
+/// (pipeline::stage_ranks; V schedules place stage pp on rank pp−1); empty: Megatron's
+/// interleaved placement, stage s on rank s mod pp. Throws InvalidConfig when the layers do not
+/// split, or stage_ranks is neither empty nor pp·vp ranks below pp.
+std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const ParallelSpec& spec,
+                                             std::span<const std::int32_t> stage_ranks = {});
+
+/// The stage costs of Note [stage costs from the model], stage s holding model_stage_layers(s)
+/// layers. Throws InvalidConfig as model_stage_layers does.
 StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
-                             const ComputeModel& compute, const CommModel& comm);
+                             const ComputeModel& compute, const CommModel& comm,
+                             std::span<const std::int32_t> stage_ranks = {});
 
 /// Bytes of the tensor one pipeline stage sends the next per microbatch, per GPU: its share of
 /// the boundary tensor under sequence parallelism or the pipeline scatter/gather.

@@ -68,7 +68,11 @@ struct LoweringOptions {
   bool deallocate_output = true;       ///< Megatron's deallocate_output_tensor
   std::int64_t activation_bytes = 1;   ///< one microbatch's activation on one stage (M_B)
   std::int64_t weight_grad_bytes = 1;  ///< the weight-gradient stash I leaves for W (M_W)
-  std::int64_t p2p_bytes = 1;          ///< one boundary tensor, as each transfer carries it
+  /// Per global stage, in place of activation_bytes and weight_grad_bytes when not empty:
+  /// stages of different layer counts stash different amounts (Note [uneven stages] in
+  /// models/parallel_spec.h).
+  std::vector<std::int64_t> stage_activation_bytes, stage_weight_grad_bytes;
+  std::int64_t p2p_bytes = 1;  ///< one boundary tensor, as each transfer carries it
   /// The memory of the output tensor a stage sends; nullopt: p2p_bytes. Larger under the
   /// pipeline scatter/gather, which sends 1/tp of it (Note [pipeline scatter/gather]).
   std::optional<std::int64_t> output_bytes;

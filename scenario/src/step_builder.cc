@@ -273,6 +273,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
   const models::ParallelSpec& mp = layout.model_parallel;
 
   // Stage times: explicit, or from the models.
+  // The model stages' ranks (DualPipe's copies repeat them): what their layer counts follow.
+  const std::span<const std::int32_t> model_stage_ranks =
+      std::span(layout.stage_ranks).first(static_cast<std::size_t>(layout.model_stages));
   std::optional<models::ComputeModel> compute;
   const models::CostProfile* profile = s.profile ? &*s.profile : nullptr;
   const models::CommModel comm(s.hardware, profile);
@@ -294,9 +297,7 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
                           std::to_string(mp.pp) + " runs " + std::to_string(layout.model_stages));
     }
   } else {
-    step.costs = models::model_stage_costs(
-        *s.model, mp, *compute, comm,
-        std::span(layout.stage_ranks).first(static_cast<std::size_t>(layout.model_stages)));
+    step.costs = models::model_stage_costs(*s.model, mp, *compute, comm, model_stage_ranks);
   }
   layout.spec.times = {.forward = in_ms(step.costs.forward),
                        .backward_input = in_ms(step.costs.backward_input),
@@ -315,9 +316,7 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
   std::optional<models::LayerShape> shape;
   if (s.model) {
     shape = models::layer_shape(*s.model, mp);
-    stage_layers = models::model_stage_layers(
-        *s.model, mp,
-        std::span(layout.stage_ranks).first(static_cast<std::size_t>(layout.model_stages)));
+    stage_layers = models::model_stage_layers(*s.model, mp, model_stage_ranks);
     const double activation = models::layer_activation_bytes(*s.model, *shape, mp.recompute);
     // ZB's M_W: what W keeps after I — the linear layers' inputs and output gradients, which
     // the selective-recompute inventory (everything but the score-sized tensors) approximates.
@@ -427,9 +426,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
       if (c->phase == ir::Phase::kOptimizer) {
         seconds = optimizer[static_cast<std::size_t>(task.rank.value() % step.pipeline_ranks)];
         // One chunk's optimizer (Megatron's chained optimizer): its share of the rank's layers.
+        // 0 without a model: the scenario's explicit costs give whole-rank times.
         const std::int64_t on_rank =
-            s.model ? rank_layers[static_cast<std::size_t>(task.rank.value() % step.pipeline_ranks)]
-                    : 0;
+            rank_layers[static_cast<std::size_t>(task.rank.value() % step.pipeline_ranks)];
         if (!task.layers.empty() && on_rank > 0) {
           seconds *= static_cast<double>(task.layers.last - task.layers.first) /
                      static_cast<double>(on_rank);

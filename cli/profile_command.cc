@@ -38,19 +38,21 @@
 #include "integer_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#if METRON_HAVE_CPU_BACKEND
 #include "metron/exec/comm_benchmark.h"
+#include "metron/exec/torch_compute.h"
+#include "profile_communication.h"
+#endif
 #if METRON_HAVE_CUDA
 #include "metron/exec/cuda/cuda_compute.h"
 #include "metron/exec/cuda/cuda_info.h"
 #include "metron/exec/cuda/cuda_run.h"
 #endif
 #include "metron/exec/operation_profile.h"
-#include "metron/exec/torch_compute.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/cost_profile.h"
 #include "metron/models/model_spec.h"
 #include "output_files.h"
-#include "profile_communication.h"
 #include "profile_sweep.h"
 #include "run_command.h"
 #include "scenario_flags.h"
@@ -77,6 +79,19 @@ std::chrono::milliseconds timeout_of(const ProfileFlags& o) {
 
 using exec::ProfiledOperation;
 
+/// The step's distinct operation lists by rank; refused when it lists none.
+std::vector<std::vector<std::vector<ProfiledOperation>>> operations_to_profile(
+    const scenario::Step& step) {
+  auto tasks = exec::distinct_task_operations(step.graph);
+  if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
+    throw InvalidConfig(
+        "the step's compute tasks list no operations (a scenario with explicit "
+        "costs); expected a model to profile");
+  }
+  return tasks;
+}
+
+#if METRON_HAVE_CPU_BACKEND
 /// The compute part of the benchmark: each rank's operation lists.
 std::vector<std::vector<ir::Compute>> benchmark_compute(
     const std::vector<std::vector<std::vector<ProfiledOperation>>>& by_rank) {
@@ -113,18 +128,6 @@ void add_compute(const std::vector<std::vector<std::vector<ProfiledOperation>>>&
   }
 }
 
-/// The step's distinct operation lists by rank; refused when it lists none.
-std::vector<std::vector<std::vector<ProfiledOperation>>> operations_to_profile(
-    const scenario::Step& step) {
-  auto tasks = exec::distinct_task_operations(step.graph);
-  if (std::ranges::all_of(tasks, [](const auto& t) { return t.empty(); })) {
-    throw InvalidConfig(
-        "the step's compute tasks list no operations (a scenario with explicit "
-        "costs); expected a model to profile");
-  }
-  return tasks;
-}
-
 void run_profile(const ProfileFlags& o) {
   const scenario::Scenario scenario = scenario_of(o.scenario, default_run_scenario());
   const scenario::Step step = executable_step(scenario);
@@ -156,6 +159,7 @@ void run_profile(const ProfileFlags& o) {
                   << "\n  predict with them: metron simulate ... --profile " << o.output << "\n";
       });
 }
+#endif  // METRON_HAVE_CPU_BACKEND
 
 #if METRON_HAVE_CUDA
 /// `--backend cuda` (Note [profiling compute] for the CPU): each distinct operation on GPU 0,
@@ -215,6 +219,7 @@ void check_sweep_flags(const CLI::App& cmd, bool sweep) {
   }
 }
 
+#if METRON_HAVE_CPU_BACKEND
 /// The command line that reproduces a sweep, for its document: the flags that differ from the
 /// defaults.
 std::string sweep_command(const ProfileFlags& o) {
@@ -232,6 +237,7 @@ std::string sweep_command(const ProfileFlags& o) {
   flag("--sweep-message-max", o.grid.message_max, d.grid.message_max);
   return command;
 }
+#endif
 
 void run(const ProfileFlags& o, const CLI::App& cmd) {
   check_sweep_flags(cmd, o.sweep);
@@ -252,6 +258,7 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
         "toolkit with NCCL when it was configured); expected --backend cpu");
 #endif
   }
+#if METRON_HAVE_CPU_BACKEND
   if (!o.sweep) {
     run_profile(o);
     return;
@@ -265,6 +272,11 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
   sweep.slowdown_seconds = o.slowdown_seconds;
   sweep.command = sweep_command(o);
   run_sweep(sweep);
+#else
+  throw InvalidConfig(
+      "--backend cpu: this metron was built without the CPU backend "
+      "(METRON_ENABLE_CPU_BACKEND=OFF, no libtorch); expected --backend cuda");
+#endif
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // `metron run` (issue 16): builds the step a scenario describes (or reads a graph file) with the
-// operations its compute tasks run, executes it on the CPU backend with one process per rank,
-// and reports the median of the measured iterations as `metron simulate` reports a prediction.
+// operations its compute tasks run, executes it on the CPU backend (or the CUDA one) with one
+// process per rank, and reports the median of the measured iterations as `metron simulate`
+// reports a prediction. Each backend is compiled in when CMake built it (METRON_HAVE_CPU_BACKEND,
+// METRON_HAVE_CUDA); a metron without one refuses it by name.
 
 #include "run_command.h"
 
@@ -29,12 +31,16 @@
 #include "metron/base/diagnostics.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
+#if METRON_HAVE_CPU_BACKEND
 #include "metron/exec/cpu_run.h"
+#include "metron/exec/torch_compute.h"
+#endif
 #if METRON_HAVE_CUDA
 #include "metron/exec/cuda/cuda_rank.h"
 #endif
 #include "metron/exec/local_launcher.h"
-#include "metron/exec/torch_compute.h"
+#include "metron/exec/rank_run.h"
+#include "metron/exec/rank_store.h"
 #include "metron/ir/deadlock.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/model_presets.h"
@@ -120,9 +126,18 @@ std::string result_json(const scenario::Evaluation& e, const exec::MeasuredStep&
       {"warmup_iterations", o.warmup},
       {"iteration_times_ms", iterations},
       {"median_iteration", m.median_iteration},
-      {"compute_dtype", std::string(exec::TorchCompute::compute_dtype_name())},
-      {"wire_dtypes", "bf16 carried as fp16, fp8 as uint8 (Gloo has neither)"},
   };
+#if METRON_HAVE_CPU_BACKEND
+  if (o.backend == "cpu") {
+    json["measured"]["compute_dtype"] = std::string(exec::TorchCompute::compute_dtype_name());
+    json["measured"]["wire_dtypes"] = "bf16 carried as fp16, fp8 as uint8 (Gloo has neither)";
+  }
+#endif
+  if (o.backend == "cuda") {
+    // cuBLASLt runs each GEMM in its task's dtype; NCCL carries bf16 and fp8 e4m3 as themselves.
+    json["measured"]["compute_dtype"] = "each task's own (cuBLASLt; fp8 as e4m3)";
+    json["measured"]["wire_dtypes"] = "each collective's own (NCCL)";
+  }
   return json.dump(2) + "\n";
 }
 
@@ -280,22 +295,39 @@ std::optional<exec::MeasuredStep> run_rank(const RunFlags& o, const ir::Graph& g
     return exec::cuda::run_cuda_rank(graph, rendezvous, device, options, status);
   }
 #else
-  static_cast<void>(o);
   static_cast<void>(device);
 #endif
-  return exec::run_cpu_rank(graph, rendezvous, options, status);
+#if METRON_HAVE_CPU_BACKEND
+  if (o.backend == "cpu") return exec::run_cpu_rank(graph, rendezvous, options, status);
+#else
+  static_cast<void>(graph);
+  static_cast<void>(rendezvous);
+  static_cast<void>(options);
+  static_cast<void>(status);
+#endif
+  throw InternalError(__FILE__, __LINE__,
+                      "backend '" + o.backend + "' should have been refused before any rank");
 }
 
-void run(const RunFlags& o) {
-  check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
-#if !METRON_HAVE_CUDA
-  if (o.backend == "cuda") {
+/// The refusal of a backend this metron was built without, before anything runs.
+void check_backend_built(const std::string& backend) {
+  if (backend == "cuda" && !METRON_HAVE_CUDA) {
     throw InvalidConfig(
         "--backend cuda: this metron was built without the CUDA backend (CMake found no CUDA "
         "toolkit with NCCL when it was configured); expected --backend cpu, or a build on a "
         "machine with both");
   }
-#endif
+  if (backend == "cpu" && !METRON_HAVE_CPU_BACKEND) {
+    throw InvalidConfig(
+        "--backend cpu: this metron was built without the CPU backend "
+        "(METRON_ENABLE_CPU_BACKEND=OFF, no libtorch); expected --backend cuda, or a build with "
+        "libtorch and Gloo (scripts/setup.sh)");
+  }
+}
+
+void run(const RunFlags& o) {
+  check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
+  check_backend_built(o.backend);
   const Job job = job_of(o);
   if (o.compare && job.from_graph_file) {
     throw InvalidConfig(
@@ -339,7 +371,9 @@ void run(const RunFlags& o) {
   // The launcher's watchdog sees every rank and names what each one waits for; a rank's own
   // timeouts (its host waits, Gloo's) see only itself, so locally they are set to fire later.
   const auto worker_timeout = 2 * options.timeout;
+#if METRON_HAVE_CPU_BACKEND
   exec::stop_blas_threads();
+#endif
   std::cerr << "metron run: " << ranks << " ranks, " << o.warmup << " warm-up and " << o.iterations
             << " measured iterations\n";
   const exec::LaunchResult launched = exec::launch_local(

@@ -86,7 +86,7 @@ std::string host_name() {
 }  // namespace
 
 std::optional<MeasuredStep> run_rank_iterations(const ir::Graph& graph, std::int32_t rank,
-                                                std::int32_t world_size, GlooWorld& world,
+                                                std::int32_t world_size, RankStore& world,
                                                 RankExecutor& executor, RankBackend& backend,
                                                 const RunOptions& options,
                                                 const StatusSink& status) {

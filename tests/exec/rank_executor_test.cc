@@ -13,7 +13,9 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -22,9 +24,12 @@
 #include "metron/exec/cpu_backend.h"
 #include "metron/exec/measured_step.h"
 #include "metron/exec/rank_program.h"
+#include "metron/exec/rank_run.h"
+#include "metron/exec/tcp_store.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/scenario/step_builder.h"
 #include "metron/sim/simulator.h"
+#include "support/free_port.h"
 #include "support/ordering_check.h"
 #include "support/tiny_models.h"
 
@@ -68,7 +73,21 @@ class Fabric {
   std::map<std::tuple<int, std::int64_t, std::int64_t>, std::size_t> arrived_;
 };
 
-/// Runs every rank of `graph` on a thread for `iterations` iterations; compute sleeps briefly.
+/// What each rank of `graph` does on the fabric; compute sleeps briefly.
+CpuWork fabric_work(Fabric& fabric, std::int32_t r) {
+  return {
+      .compute =
+          [](const ir::Compute&) { std::this_thread::sleep_for(std::chrono::microseconds(200)); },
+      .collective = [&fabric](std::int32_t g, std::int64_t o,
+                              const ir::Collective&) { fabric.collective(g, o); },
+      .send = [&fabric, r](std::int32_t peer, std::int64_t,
+                           std::int32_t tag) { fabric.transfer(r, peer, tag); },
+      .recv = [&fabric, r](std::int32_t peer, std::int64_t,
+                           std::int32_t tag) { fabric.transfer(peer, r, tag); },
+  };
+}
+
+/// Runs every rank of `graph` on a thread for `iterations` iterations.
 MeasuredStep run_in_process(const ir::Graph& graph, std::int32_t iterations = 2) {
   Fabric fabric(graph);
   std::vector<std::vector<RankIteration>> measured(static_cast<std::size_t>(graph.num_ranks()));
@@ -78,19 +97,7 @@ MeasuredStep run_in_process(const ir::Graph& graph, std::int32_t iterations = 2)
     ranks.emplace_back([&, r] {
       try {
         RankExecutor executor(graph, rank_program(graph, ir::RankId{r}));
-        CpuWork work{
-            .compute =
-                [](const ir::Compute&) {
-                  std::this_thread::sleep_for(std::chrono::microseconds(200));
-                },
-            .collective = [&](std::int32_t g, std::int64_t o,
-                              const ir::Collective&) { fabric.collective(g, o); },
-            .send = [&, r](std::int32_t peer, std::int64_t,
-                           std::int32_t tag) { fabric.transfer(r, peer, tag); },
-            .recv = [&, r](std::int32_t peer, std::int64_t,
-                           std::int32_t tag) { fabric.transfer(peer, r, tag); },
-        };
-        CpuBackend backend(executor.program(), work, milliseconds(30000));
+        CpuBackend backend(executor.program(), fabric_work(fabric, r), milliseconds(30000));
         for (std::int32_t i = 0; i < iterations; ++i) {
           measured[static_cast<std::size_t>(r)].push_back(executor.run(backend, i));
         }
@@ -315,6 +322,45 @@ TEST(MeasuredStep, ReportsTheMedianIterationAndRoundTripsThroughText) {
   EXPECT_EQ(m.timeline.step_end_ns, 2'000'000);
   EXPECT_THAT(m.peak_memory_bytes, ::testing::ElementsAre(2, 2));
   EXPECT_THROW(decode_iterations("metron-iterations 1 2\n5"), BackendError);
+}
+
+// What every backend's rank does after building its backend (rank_run.h), over metron's own
+// TcpStore as the CUDA backend's ranks meet: the iterations, each after a barrier, and every
+// rank's measurements gathered at rank 0 alone.
+TEST(RankRun, GathersEveryRanksIterationsAtRankZeroThroughTheTcpStore) {
+  const scenario::Step step =
+      scenario::build_step(tiny("1f1b", 2, 4, 4), scenario::Replication::kFull);
+  const ir::Graph& graph = step.graph;
+  Fabric fabric(graph);
+  const std::int32_t port = testing::free_port();
+  std::vector<std::optional<MeasuredStep>> results(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::vector<std::string>> statuses(2);
+  std::vector<std::thread> ranks;
+  for (std::int32_t r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        TcpStore store({.host = "127.0.0.1", .port = port, .rank = r, .world_size = 2});
+        RankExecutor executor(graph, rank_program(graph, ir::RankId{r}));
+        CpuBackend backend(executor.program(), fabric_work(fabric, r), milliseconds(30000));
+        const StatusSink status = [&statuses, r](std::string_view s) {
+          statuses[static_cast<std::size_t>(r)].emplace_back(s);
+        };
+        results[static_cast<std::size_t>(r)] = run_rank_iterations(
+            graph, r, 2, store, executor, backend, {.iterations = 3, .warmup = 1}, status);
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  EXPECT_THAT(errors, ::testing::Each(""));
+  ASSERT_TRUE(results[0].has_value());
+  EXPECT_FALSE(results[1].has_value());
+  // The 3 measured iterations (not the warm-up), every task of both ranks timed, in order.
+  EXPECT_EQ(results[0]->iteration_ns.size(), 3U);
+  expect_obeys_rules(graph, *results[0]);
+  EXPECT_THAT(statuses[1], ::testing::Contains("gathering the measurements at rank 0"));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "metron/exec/rank_executor.h"
 #include "metron/exec/rank_program.h"
 #include "metron/exec/rank_run.h"
+#include "metron/exec/tcp_store.h"
 
 namespace metron::exec::cuda {
 namespace {
@@ -70,12 +71,14 @@ std::optional<MeasuredStep> run_cuda_rank(const ir::Graph& graph, const Rendezvo
                         "; expected one GPU per rank");
   }
   status("connecting to the store at " + rendezvous.host + ":" + std::to_string(rendezvous.port));
-  // Gloo is only the rendezvous here: its world group for the barrier, its store for the
-  // measurements and NCCL's unique id. On a failure it and the backend stay alive
-  // (run_rank_iterations says why).
-  auto world_owner =
-      std::make_unique<GlooWorld>(rendezvous, std::vector<std::vector<std::int32_t>>{});
-  GlooWorld& store = *world_owner;
+  // The store carries the barriers, the measurements and NCCL's unique ids. On a failure it and
+  // the backend stay alive (run_rank_iterations says why).
+  auto world_owner = std::make_unique<TcpStore>(rendezvous);
+  TcpStore& store = *world_owner;
+  // ncclCommInitRank blocks until every rank joins it: meet at the store first, so that a rank
+  // that never started fails the run within the timeout, saying how many ranks arrived.
+  status("waiting at the store for all " + std::to_string(rendezvous.world_size) + " ranks");
+  store.barrier();
   status("creating the NCCL communicators on GPU " + std::to_string(device));
   auto nccl = std::make_unique<NcclWorld>(
       rendezvous.rank, rendezvous.world_size, NcclWorld::plan_of(graph, rendezvous.rank),

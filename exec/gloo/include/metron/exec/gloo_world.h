@@ -36,18 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "metron/exec/rank_store.h"
 #include "metron/ir/task.h"
 
 namespace metron::exec {
-
-/// Where the ranks meet: rank 0 hosts a c10d::TCPStore on host:port, the others connect.
-struct Rendezvous {
-  std::string host = "127.0.0.1";
-  std::int32_t port = 0;
-  std::int32_t rank = 0;
-  std::int32_t world_size = 1;
-  std::chrono::milliseconds timeout{30000};  ///< store connect + Gloo op timeout
-};
 
 struct GlooWorldTestAccess;
 
@@ -61,16 +53,18 @@ struct GlooWorldTestAccess;
 ///   if (r == 0) world.send(1, 4096, /*tag=*/7); else world.recv(0, 4096, /*tag=*/7);
 ///   world.barrier();
 /// @endcode
-class GlooWorld {
+class GlooWorld final : public RankStore {
  public:
   /// Connects. `groups[g]` are the member ranks of group g in group order (ir::Group::ranks as
   /// ints); the rank creates a process group for each group it belongs to (non-members skip it).
   /// Throws BackendError naming the host:port on a store failure or timeout, InvalidConfig for a
   /// rank outside [0, world_size) or listed twice in a group.
   GlooWorld(const Rendezvous& rendezvous, const std::vector<std::vector<std::int32_t>>& groups);
-  ~GlooWorld();
+  ~GlooWorld() override;
   GlooWorld(const GlooWorld&) = delete;
   GlooWorld& operator=(const GlooWorld&) = delete;
+  GlooWorld(GlooWorld&&) = delete;
+  GlooWorld& operator=(GlooWorld&&) = delete;
 
   /// Runs this rank's part of a collective on group `group` and blocks until it completes.
   /// `ordinal` is this collective's position among this rank's collectives on the group (0, 1,
@@ -91,12 +85,12 @@ class GlooWorld {
   void recv(std::int32_t peer, std::int64_t bytes, std::int32_t tag);
 
   /// A barrier over every rank (world group).
-  void barrier();
+  void barrier() override;
 
   /// The store, for small control messages (gathering per-rank results at rank 0): set, and a get
   /// that blocks until the key is set or the timeout passes (BackendError naming the key).
-  void store_set(const std::string& key, const std::string& value);
-  [[nodiscard]] std::string store_get(const std::string& key);
+  void store_set(const std::string& key, const std::string& value) override;
+  [[nodiscard]] std::string store_get(const std::string& key) override;
 
  private:
   friend struct GlooWorldTestAccess;  // the tests' view of buffer contents (src/)

@@ -1,15 +1,15 @@
 #pragma once
 // One rank of a graph run on the CUDA backend, from rendezvous to the measurements gathered at
 // rank 0: what `metron run --backend cuda` executes in each worker process, whether the local
-// launcher forked it or torchrun, srun or mpirun started it. The ranks meet through the same
-// Gloo store and barrier as the CPU backend's (rank_run.h); NCCL's unique id travels through that
-// store (Note [nccl world]).
+// launcher forked it or torchrun, srun or mpirun started it. The ranks meet through metron's own
+// TcpStore (Note [tcp store]), so no libtorch is needed: its barrier starts each iteration, and
+// NCCL's unique ids and the measurements travel through it (Note [nccl world]).
 
 #include <optional>
 
-#include "metron/exec/cpu_run.h"
-#include "metron/exec/gloo_world.h"
 #include "metron/exec/measured_step.h"
+#include "metron/exec/rank_run.h"
+#include "metron/exec/rank_store.h"
 #include "metron/ir/graph.h"
 
 namespace metron::exec::cuda {

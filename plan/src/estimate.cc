@@ -26,7 +26,7 @@ struct Estimator::StageProfile {
   std::vector<double> backward_input;   ///< I
   std::vector<double> backward_weight;  ///< W
   double p2p = 0;
-  detail::StashBytes stash;
+  std::vector<detail::StashBytes> stash;  ///< per pipeline rank: one chunk's
 };
 
 /// What every configuration with the same sizes and policy shares, whatever its microbatches,
@@ -105,39 +105,52 @@ Estimator::~Estimator() = default;
 std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidate& c) const {
   const pipeline::ScheduleInfo& info = pipeline::find_schedule(c.schedule);
   const models::ParallelSpec mp = model_parallel(c, info);
-  const auto key =
-      std::make_tuple(mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size,
-                      static_cast<int>(mp.recompute), mp.pp, mp.vp, splits_backward(c.schedule));
+  const auto key = std::make_tuple(
+      mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size, static_cast<int>(mp.recompute), mp.pp,
+      mp.vp, splits_backward(c.schedule), mp.first_stage_layers.value_or(0),
+      mp.last_stage_layers.value_or(0), static_cast<int>(info.placement));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
   }
   auto p = std::make_shared<StageProfile>();
-  const models::StageCosts costs = models::model_stage_costs(request_.model, mp, compute_, comm_);
+  // Each stage's layers on its rank (Note [uneven stages]; even splits give every stage the same).
+  const std::vector<std::int32_t> stage_ranks = pipeline::stage_ranks(
+      info.placement, static_cast<std::int32_t>(mp.pp), static_cast<std::int32_t>(mp.pp * mp.vp));
+  const std::vector<std::int64_t> stage_layers =
+      models::model_stage_layers(request_.model, mp, stage_ranks);
+  const models::StageCosts costs =
+      models::model_stage_costs(request_.model, mp, compute_, comm_, stage_ranks);
   const models::LayerCommPlan plan = models::layer_comm(request_.model, mp);
   const models::ParallelGroups groups = models::parallel_groups(mp, request_.hardware);
-  const std::int64_t layers_per_stage = request_.model.layers / (mp.pp * mp.vp);  // divides
-  const auto layers = static_cast<double>(layers_per_stage);
-  const double f = layers * blocking_seconds(plan.forward, groups, comm_);
-  const double b = layers * blocking_seconds(plan.backward, groups, comm_);
-  const double i = layers * blocking_seconds(plan.backward_input, groups, comm_);
-  const double w = layers * blocking_seconds(plan.backward_weight, groups, comm_);
+  const double f = blocking_seconds(plan.forward, groups, comm_);
+  const double b = blocking_seconds(plan.backward, groups, comm_);
+  const double i = blocking_seconds(plan.backward_input, groups, comm_);
+  const double w = blocking_seconds(plan.backward_weight, groups, comm_);
   for (std::size_t s = 0; s < costs.stages(); ++s) {
-    p->forward.push_back(costs.forward[s] + f);
-    p->backward.push_back(costs.backward[s] + b);
+    const auto layers = static_cast<double>(stage_layers[s]);
+    p->forward.push_back(costs.forward[s] + layers * f);
+    p->backward.push_back(costs.backward[s] + layers * b);
     p->backward_input.push_back(
-        (costs.splits_backward() ? costs.backward_input[s] : costs.backward[s]) + i);
-    p->backward_weight.push_back((costs.splits_backward() ? costs.backward_weight[s] : 0.0) + w);
+        (costs.splits_backward() ? costs.backward_input[s] : costs.backward[s]) + layers * i);
+    p->backward_weight.push_back((costs.splits_backward() ? costs.backward_weight[s] : 0.0) +
+                                 layers * w);
   }
   p->p2p = costs.p2p;
-  // The buffers scenario::build_step gives the lowering (its Note [building a step]).
+  // The buffers scenario::build_step gives the lowering (its Note [building a step]), per rank
+  // from the layers of its chunks.
   const models::LayerShape shape = models::layer_shape(request_.model, mp);
-  p->stash = {.activation = static_cast<double>(static_cast<std::int64_t>(
-                  layers * models::layer_activation_bytes(request_.model, shape, mp.recompute))),
-              .weight_grad = static_cast<double>(static_cast<std::int64_t>(
-                  layers * models::layer_activation_bytes(request_.model, shape,
-                                                          models::Recompute::kSelective))),
-              .output = static_cast<double>(models::boundary_bytes(request_.model, mp))};
+  const double activation = models::layer_activation_bytes(request_.model, shape, mp.recompute);
+  const double weight_grad =
+      models::layer_activation_bytes(request_.model, shape, models::Recompute::kSelective);
+  p->stash.resize(static_cast<std::size_t>(mp.pp));
+  for (std::size_t s = 0; s < stage_ranks.size(); ++s) {
+    const auto layers = static_cast<double>(stage_layers[s]);
+    p->stash[static_cast<std::size_t>(stage_ranks[s])] = {
+        .activation = static_cast<double>(static_cast<std::int64_t>(layers * activation)),
+        .weight_grad = static_cast<double>(static_cast<std::int64_t>(layers * weight_grad)),
+        .output = static_cast<double>(models::boundary_bytes(request_.model, mp))};
+  }
   const std::lock_guard lock(mutex_);
   return profiles_.emplace(key, std::move(p)).first->second;
 }
@@ -145,7 +158,8 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
 std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidate& c) const {
   const models::ParallelSpec mp = model_parallel(c, pipeline::find_schedule(c.schedule));
   const auto key =
-      std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy));
+      std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy),
+                      mp.first_stage_layers.value_or(0), mp.last_stage_layers.value_or(0));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = rank_states_.find(key); it != rank_states_.end()) return it->second;

@@ -37,7 +37,7 @@ Value optional_value(const std::optional<T>& value) {
   return static_cast<std::int64_t>(*value);
 }
 
-const std::array<Field, 24> kFields{{
+const std::array<Field, 26> kFields{{
     {"rank", [](const PlannedConfig&, std::int64_t r) -> Value { return r; }},
     {"tokens_per_s", [](const PlannedConfig& c, std::int64_t) -> Value { return c.tokens_per_s; }},
     {"iteration_time_ms",
@@ -56,6 +56,16 @@ const std::array<Field, 24> kFields{{
     {"pp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.pp; }},
     {"dp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.dp; }},
     {"vp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.vp; }},
+    // An uneven split's first and last pipeline ranks' layers (Note [uneven stages]); empty when
+    // every rank holds the same.
+    {"first_stage_layers",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return optional_value(c.candidate.parallel.first_stage_layers);
+     }},
+    {"last_stage_layers",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return optional_value(c.candidate.parallel.last_stage_layers);
+     }},
     {"cp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.cp; }},
     {"ep", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.ep; }},
     {"sequence_parallel",

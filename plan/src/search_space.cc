@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <tuple>
+#include <utility>
 
 #include "metron/base/error.h"
 #include "metron/pipeline/registry.h"
@@ -50,6 +52,30 @@ std::vector<std::int64_t> values_or(const std::vector<std::int64_t>& listed,
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
+}
+
+/// Megatron's uneven split (Note [uneven stages]) for layers that do not divide over pp·vp:
+/// {first, last}, the layers of the first and of the last pipeline rank, the others holding the
+/// rest evenly. The edges hold no more than a middle rank (they also hold the embedding and the
+/// loss), as many as that allows (the most even split); every rank's layers are whole chunks
+/// (multiples of vp). With pp = 2 the two ranks split the layers as evenly as chunks allow.
+/// nullopt when no such split exists.
+std::optional<std::pair<std::int64_t, std::int64_t>> lighter_edges(std::int64_t layers,
+                                                                   std::int64_t pp,
+                                                                   std::int64_t vp) {
+  if (pp < 2 || layers < pp * vp) return std::nullopt;
+  if (pp == 2) {
+    const std::int64_t first = layers / 2 / vp * vp;
+    if (first < vp || (layers - first) % vp != 0) return std::nullopt;
+    return std::make_pair(first, layers - first);
+  }
+  for (std::int64_t edge = layers / pp / vp * vp; edge >= vp; edge -= vp) {
+    const std::int64_t rest = layers - 2 * edge;
+    if (rest % (pp - 2) != 0) continue;
+    const std::int64_t middle = rest / (pp - 2);
+    if (middle % vp == 0 && middle >= edge) return std::make_pair(edge, edge);
+  }
+  return std::nullopt;
 }
 
 /// Chunks per rank a schedule runs with (the vp of its Candidate).
@@ -160,9 +186,11 @@ class Enumerator {
     for (std::int64_t pp : values_or(r_.space.pp, range(1, std::min(max_pp, m_.layers)))) {
       const std::string pp_family =
           fmt::format("tp={}{} pp={}", tp, cp > 1 ? fmt::format(" cp={}", cp) : "", pp);
-      if (m_.layers % pp != 0) {
+      if (m_.layers % pp != 0 && !lighter_edges(m_.layers, pp, 1)) {
         drop(DropReason::kLayers, pp_family,
-             fmt::format("layers ({}) not divisible by pp = {}", m_.layers, pp));
+             fmt::format("layers ({}) split over pp = {} neither evenly nor with lighter first "
+                         "and last ranks",
+                         m_.layers, pp));
         continue;
       }
       if (tp * cp * pp > r_.gpus) {
@@ -190,11 +218,20 @@ class Enumerator {
         continue;
       }
       const std::int64_t model_stages = info.placement == Placement::kBidirectional ? pp : pp * vp;
+      std::optional<std::pair<std::int64_t, std::int64_t>> uneven;
       if (m_.layers % model_stages != 0) {
-        drop(DropReason::kLayers, family,
-             fmt::format("layers ({}) not divisible by {} model stages (pp·vp)", m_.layers,
-                         model_stages));
-        continue;
+        // Uneven splits for the loop placements only: a V or DualPipe puts the first and the
+        // last model stage on the same rank, which Megatron's first/last counts do not describe.
+        if (info.placement == Placement::kLoop) uneven = lighter_edges(m_.layers, pp, vp);
+        if (!uneven) {
+          drop(DropReason::kLayers, family,
+               fmt::format("layers ({}) not divisible by {} model stages (pp·vp){}", m_.layers,
+                           model_stages,
+                           info.placement == Placement::kLoop
+                               ? ", nor split with lighter first and last ranks"
+                               : ""));
+          continue;
+        }
       }
       const std::int64_t max_dp = r_.gpus / (tp * cp * pp);
       std::vector<std::int64_t> dps;
@@ -215,10 +252,15 @@ class Enumerator {
           }
         }
       }
-      for (std::int64_t dp : dps)
-        over_dp(Candidate{.parallel = {.tp = tp, .pp = pp, .dp = dp, .vp = vp, .cp = cp},
-                          .schedule = info.name},
-                family);
+      for (std::int64_t dp : dps) {
+        Candidate c{.parallel = {.tp = tp, .pp = pp, .dp = dp, .vp = vp, .cp = cp},
+                    .schedule = info.name};
+        if (uneven) {
+          c.parallel.first_stage_layers = uneven->first;
+          c.parallel.last_stage_layers = uneven->second;
+        }
+        over_dp(c, family);
+      }
     }
   }
 
@@ -359,6 +401,10 @@ std::string describe(const Candidate& c) {
   if (p.cp > 1) out += fmt::format(" cp{}", p.cp);
   if (p.ep > 1) out += fmt::format(" ep{}", p.ep);
   out += fmt::format(" vp{} mbs{}", p.vp, p.microbatch_size);
+  if (p.first_stage_layers || p.last_stage_layers) {
+    out += fmt::format(" first{} last{}", p.first_stage_layers.value_or(0),
+                       p.last_stage_layers.value_or(0));
+  }
   if (p.sp()) out += " sp";
   out += fmt::format(" {}", c.schedule);
   if (c.group_size) out += fmt::format(" N={}", *c.group_size);

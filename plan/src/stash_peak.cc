@@ -9,7 +9,7 @@
 namespace metron::plan::detail {
 
 std::optional<std::vector<double>> closed_form_stash_peak(const pipeline::ScheduleSpec& spec,
-                                                          const StashBytes& bytes) {
+                                                          const std::vector<StashBytes>& bytes) {
   const std::int32_t p = spec.pp;
   const std::int32_t m = spec.microbatches;
   const std::int32_t v = spec.vp;
@@ -18,9 +18,9 @@ std::optional<std::vector<double>> closed_form_stash_peak(const pipeline::Schedu
     // Warm-up p − r − 1 forwards, then the steady state's forward before the first backward.
     for (std::int32_t r = 0; r < p; ++r) {
       const std::int32_t in_flight = std::min(p - r, m);
+      const StashBytes& b = bytes[static_cast<std::size_t>(r)];
       // The forward at the peak sends its output unless it is the last stage's.
-      out[static_cast<std::size_t>(r)] =
-          in_flight * bytes.activation + (r < p - 1 ? bytes.output : 0.0);
+      out[static_cast<std::size_t>(r)] = in_flight * b.activation + (r < p - 1 ? b.output : 0.0);
     }
     return out;
   }
@@ -30,7 +30,8 @@ std::optional<std::vector<double>> closed_form_stash_peak(const pipeline::Schedu
       // Megatron's get_pp_rank_microbatches: the warm-up forwards, then one steady forward.
       const std::int32_t warmup = 2 * (p - r - 1) + (v - 1) * n;
       const std::int32_t in_flight = std::min(warmup + 1, m * v);
-      out[static_cast<std::size_t>(r)] = in_flight * bytes.activation + bytes.output;
+      const StashBytes& b = bytes[static_cast<std::size_t>(r)];
+      out[static_cast<std::size_t>(r)] = in_flight * b.activation + b.output;
     }
     return out;
   }
@@ -96,7 +97,7 @@ struct Walker {
 }  // namespace
 
 std::vector<double> walked_stash_peak(const pipeline::Order& order, pipeline::Placement placement,
-                                      std::int32_t pp, const StashBytes& bytes) {
+                                      std::int32_t pp, const std::vector<StashBytes>& bytes) {
   std::int32_t stages = 0;
   for (const auto& row : order.rows) {
     for (const auto& a : row) {
@@ -109,7 +110,7 @@ std::vector<double> walked_stash_peak(const pipeline::Order& order, pipeline::Pl
   const std::vector<std::int32_t> stage_rank = pipeline::stage_ranks(placement, pp, stages);
   std::vector<double> out;
   for (std::size_t r = 0; r < order.rows.size(); ++r) {
-    Walker w{stage_rank, bytes};
+    Walker w{stage_rank, bytes[r]};
     for (const auto& a : order.rows[r]) {
       if (a) w.action(*a, static_cast<std::int32_t>(r));
     }

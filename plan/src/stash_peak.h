@@ -13,7 +13,8 @@
 namespace metron::plan::detail {
 
 /// One chunk's stashes for one microbatch (the lowering's activation_bytes, weight_grad_bytes and
-/// p2p_bytes).
+/// p2p_bytes). The functions below take them per pipeline rank: every chunk of a rank holds the
+/// same layers, and under an uneven split (Note [uneven stages]) ranks differ.
 struct StashBytes {
   double activation = 0;
   double weight_grad = 0;
@@ -22,10 +23,10 @@ struct StashBytes {
 
 /// 1F1B and interleaved 1F1B in closed form; nullopt for the other schedules.
 std::optional<std::vector<double>> closed_form_stash_peak(const pipeline::ScheduleSpec& spec,
-                                                          const StashBytes& bytes);
+                                                          const std::vector<StashBytes>& bytes);
 
 /// Walks `order` rank by rank with the memory effects of schedules' memory_effects.cc.
 std::vector<double> walked_stash_peak(const pipeline::Order& order, pipeline::Placement placement,
-                                      std::int32_t pp, const StashBytes& bytes);
+                                      std::int32_t pp, const std::vector<StashBytes>& bytes);
 
 }  // namespace metron::plan::detail

@@ -110,6 +110,9 @@ PlanResult hand_result(const PlanRequest& request) {
   c.bucket_size = 40'000'000;
   c.policy = sync::SyncPolicy::kDdp;
   c.parallel.recompute = models::Recompute::kSelective;
+  // An uneven split of GPT-3 1.3B's 24 layers over 4 ranks of 2 chunks: 4 + 8 + 8 + 4.
+  c.parallel.first_stage_layers = 4;
+  c.parallel.last_stage_layers = 4;
   PlannedConfig second = planned(request, c);
   second.tokens_per_s = 98765.4321;
   second.iteration_time_s = 0.6635;
@@ -138,7 +141,7 @@ PlanResult hand_result(const PlanRequest& request) {
   return result;
 }
 
-constexpr std::size_t kColumns = 24;  // Note [plan report fields]
+constexpr std::size_t kColumns = 26;  // Note [plan report fields]
 
 TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   const PlanRequest request = small_request();
@@ -146,7 +149,8 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   const std::string csv = plan_csv(result);
   EXPECT_THAT(csv, StartsWith("rank,tokens_per_s,iteration_time_ms,mfu,bubble_fraction,"
                               "exposed_comm_fraction,peak_memory_bytes,memory_capacity_bytes,gpus,"
-                              "tp,pp,dp,vp,cp,ep,sequence_parallel,microbatch_size,"
+                              "tp,pp,dp,vp,first_stage_layers,last_stage_layers,cp,ep,"
+                              "sequence_parallel,microbatch_size,"
                               "num_microbatches,recompute,schedule,group_size,policy,bucket_size,"
                               "bound_ms\n"));
   const auto rows = read_csv(csv);
@@ -164,6 +168,7 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   EXPECT_EQ(std::stod(a.at("bound_ms")), 0.5 * 1e3);
   EXPECT_EQ(a.at("gpus"), "16");  // 2·2·4
   EXPECT_EQ(a.at("tp") + a.at("pp") + a.at("dp") + a.at("vp") + a.at("cp") + a.at("ep"), "224111");
+  EXPECT_EQ(a.at("first_stage_layers") + a.at("last_stage_layers"), "");  // an even split
   EXPECT_EQ(a.at("sequence_parallel"), "true");
   EXPECT_EQ(a.at("microbatch_size"), "2");
   EXPECT_EQ(a.at("num_microbatches"), "8");  // 64 / (2 · 4)
@@ -178,6 +183,7 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   EXPECT_EQ(std::stod(b.at("iteration_time_ms")), 0.6635 * 1e3);
   EXPECT_EQ(b.at("sequence_parallel"), "false");
   EXPECT_EQ(b.at("vp"), "2");
+  EXPECT_EQ(b.at("first_stage_layers") + "," + b.at("last_stage_layers"), "4,4");
   EXPECT_EQ(b.at("recompute"), "selective");
   EXPECT_EQ(b.at("schedule"), "interleaved-1f1b");
   EXPECT_EQ(b.at("group_size"), "8");
@@ -214,6 +220,9 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
   EXPECT_EQ(ranked[1].at("bucket_size"), 40'000'000);
   EXPECT_EQ(ranked[1].at("recompute"), "selective");
   EXPECT_EQ(ranked[1].at("scenario").at("parallel").at("vp"), 2);
+  EXPECT_EQ(ranked[1].at("first_stage_layers"), 4);
+  EXPECT_EQ(ranked[1].at("scenario").at("parallel").at("last_stage_layers"), 4);
+  EXPECT_TRUE(ranked[0].at("first_stage_layers").is_null());
 
   const nlohmann::json& dropped = json.at("dropped");
   ASSERT_EQ(dropped.size(), result.dropped.size());

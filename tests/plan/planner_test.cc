@@ -52,34 +52,13 @@ std::vector<double> times(const PlanResult& result) {
   return out;
 }
 
-// One exhaustive simulation of the small space serves both checks (it is the planner tests'
-// slowest part: about 70 s each under ASan, where CI runs it).
-TEST(Planner, BoundedSearchRanksAsExhaustiveSimulationAndItsEstimatesHoldForEveryConfiguration) {
-  PlanRequest r = small_request();
-  const PlanResult bounded = run_plan(r, {.threads = 2});
-  r.top_k = 100000;
-  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
-  ASSERT_EQ(bounded.ranked.size(), 5U);
-  ASSERT_GT(all.ranked.size(), 100U);
-
-  // The bounded top 5 is the exhaustive ranking's first 5, with the same times.
-  const auto first5 = [](auto v) {
-    v.resize(5);
-    return v;
-  };
-  EXPECT_EQ(names(bounded), first5(names(all)));
-  EXPECT_EQ(times(bounded), first5(times(all)));
-  // The bound did prune (else this would compare exhaustive with itself), and exhaustive
-  // simulated everything that passed the rules and the memory estimate.
-  EXPECT_LT(bounded.stats.simulated, bounded.stats.bounded / 4);
-  EXPECT_EQ(all.stats.simulated, all.stats.bounded);
-  EXPECT_EQ(bounded.stats.bounded, all.stats.bounded);
-
-  // Every feasible configuration of the small space, every schedule family and policy:
-  //  - the bound must hold for all of them, or pruning could drop a winner;
-  //  - the memory estimate (state + the schedule's stash peak, closed form for 1F1B and
-  //    interleaved, walked order otherwise) is what the simulator's buffers reach, for the
-  //    policies without buffers of their own (Megatron's, DDP's).
+/// Every configuration `all` simulated (an exhaustive plan of `r`), every schedule family and
+/// policy:
+///  - the bound must hold for all of them, or pruning could drop a winner;
+///  - the memory estimate (state + the schedule's stash peak, closed form for 1F1B and
+///    interleaved, walked order otherwise) is what the simulator's buffers reach, for the
+///    policies without buffers of their own (Megatron's, DDP's).
+void expect_estimates_hold(const PlanRequest& r, const PlanResult& all) {
   for (const PlannedConfig& c : all.ranked) {
     EXPECT_LE(c.bound_s, c.iteration_time_s) << describe(c.candidate);
     // Tight enough to be useful: within a factor 2 of the simulated time.
@@ -103,6 +82,61 @@ TEST(Planner, BoundedSearchRanksAsExhaustiveSimulationAndItsEstimatesHoldForEver
       EXPECT_LE(c.estimated_memory_bytes, c.peak_memory_bytes + output) << describe(c.candidate);
     }
   }
+}
+
+// One exhaustive simulation of the small space serves both checks (it is the planner tests'
+// slowest part: about 70 s each under ASan, where CI runs it).
+TEST(Planner, BoundedSearchRanksAsExhaustiveSimulationAndItsEstimatesHoldForEveryConfiguration) {
+  PlanRequest r = small_request();
+  const PlanResult bounded = run_plan(r, {.threads = 2});
+  r.top_k = 100000;
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_EQ(bounded.ranked.size(), 5U);
+  ASSERT_GT(all.ranked.size(), 100U);
+
+  // The bounded top 5 is the exhaustive ranking's first 5, with the same times.
+  const auto first5 = [](auto v) {
+    v.resize(5);
+    return v;
+  };
+  EXPECT_EQ(names(bounded), first5(names(all)));
+  EXPECT_EQ(times(bounded), first5(times(all)));
+  // The bound did prune (else this would compare exhaustive with itself), and exhaustive
+  // simulated everything that passed the rules and the memory estimate.
+  EXPECT_LT(bounded.stats.simulated, bounded.stats.bounded / 4);
+  EXPECT_EQ(all.stats.simulated, all.stats.bounded);
+  EXPECT_EQ(bounded.stats.bounded, all.stats.bounded);
+
+  expect_estimates_hold(r, all);
+}
+
+// 28 layers do not divide over 3 pipeline ranks: every configuration is Megatron's uneven split
+// (9, 10, 9 by hand for one chunk per rank; 8, 12, 8 for two, each rank's layers whole chunks),
+// and the estimates still hold for it.
+TEST(Planner, EstimatesHoldForUnevenSplits) {
+  PlanRequest r;
+  r.model = models::model_preset("gpt3-1.3b");
+  r.model.layers = 28;
+  r.hardware = models::hardware_preset("dgx-h100");
+  r.gpus = 12;
+  r.global_batch = 24;
+  r.seq_len = 2048;
+  r.space.tp = {1, 2};
+  r.space.pp = {3};
+  r.space.max_vp = 2;
+  r.space.max_microbatch_size = 2;
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.schedules = {"1f1b", "interleaved-1f1b", "zb-h1"};
+  r.space.policies = {sync::SyncPolicy::kMegatronDistopt, sync::SyncPolicy::kDdp};
+  r.top_k = 100000;
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_GT(all.ranked.size(), 20U);
+  for (const PlannedConfig& c : all.ranked) {
+    const bool two_chunks = c.candidate.parallel.vp == 2;
+    EXPECT_EQ(c.candidate.parallel.first_stage_layers, two_chunks ? 8 : 9) << describe(c.candidate);
+    EXPECT_EQ(c.candidate.parallel.last_stage_layers, two_chunks ? 8 : 9) << describe(c.candidate);
+  }
+  expect_estimates_hold(r, all);
 }
 
 TEST(Planner, RankingIsTheSameOnOneTwoAndThreeThreads) {

@@ -3,6 +3,7 @@
 
 #include "metron/plan/search_space.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,26 +67,63 @@ TEST(SearchSpace, EveryCandidatePassesTheModelsValidationWithinTheGpusAndBatch) 
   }
 }
 
-TEST(SearchSpace, DropsLayersThatDoNotDivideWithTheReason) {
-  // Turing-NLG's 105 layers: pp = 2 cannot split them, pp = 5 can; interleaving 5 stages into
-  // 2 chunks needs 10 | 105, which fails too.
+TEST(SearchSpace, SplitsLayersUnevenlyWhereTheyDoNotDivideAndDropsWhatSplitsNeitherWay) {
+  // Turing-NLG's 105 layers, by hand: pp = 2 splits them 52 + 53 with one chunk per rank and
+  // 51 + 54 with 3 (whole chunks); with 2 chunks, or with pp = 5 and 2 chunks, every rank's
+  // layers would be even and 105 is odd; pp = 4 cannot (the two middle ranks hold
+  // 105 − 2·edge, odd, which 2 does not divide); pp = 5 with 3 chunks divides evenly (7 each).
   PlanRequest r = request("turing-530b", 4096, 2520);
   r.space.tp = {8};
-  r.space.pp = {2, 5};
+  r.space.pp = {2, 4, 5};
   r.space.schedules = {"1f1b", "interleaved-1f1b"};
   r.space.vp = {2, 3};
   const SearchSpace s = enumerate_space(r);
-  const DroppedFamily* pp2 = find_family(s, DropReason::kLayers, "tp=8 pp=2");
-  ASSERT_NE(pp2, nullptr);
-  EXPECT_EQ(pp2->detail, "layers (105) not divisible by pp = 2");
+  const DroppedFamily* pp4 = find_family(s, DropReason::kLayers, "tp=8 pp=4");
+  ASSERT_NE(pp4, nullptr);
+  EXPECT_EQ(pp4->detail,
+            "layers (105) split over pp = 4 neither evenly nor with lighter first and last ranks");
   const DroppedFamily* vp2 = find_family(s, DropReason::kLayers, "tp=8 pp=5 interleaved-1f1b vp=2");
   ASSERT_NE(vp2, nullptr);
   EXPECT_NE(vp2->detail.find("105"), std::string::npos);
   EXPECT_EQ(find_family(s, DropReason::kLayers, "tp=8 pp=5 interleaved-1f1b vp=3"), nullptr);
+  EXPECT_NE(find_family(s, DropReason::kLayers, "tp=8 pp=2 interleaved-1f1b vp=2"), nullptr);
+  bool saw_pp2 = false;
   for (const Candidate& c : s.candidates) {
-    EXPECT_EQ(c.parallel.pp, 5);
-    EXPECT_NE(c.parallel.vp, 2);
+    EXPECT_NE(c.parallel.pp, 4);
+    EXPECT_FALSE(c.parallel.pp == 5 && c.parallel.vp == 2);
+    if (c.parallel.pp == 2) {
+      saw_pp2 = true;
+      EXPECT_NE(c.parallel.vp, 2);
+      EXPECT_EQ(c.parallel.first_stage_layers, c.parallel.vp == 3 ? 51 : 52);
+      EXPECT_EQ(c.parallel.last_stage_layers, c.parallel.vp == 3 ? 54 : 53);
+    } else {
+      EXPECT_EQ(c.parallel.first_stage_layers, std::nullopt) << describe(c);
+    }
+    EXPECT_NO_THROW(models::validate(c.parallel, r.model, c.parallel.gpus())) << describe(c);
   }
+  EXPECT_TRUE(saw_pp2);
+}
+
+TEST(SearchSpace, SplitsLlama3405bOnSixteenStagesAsMetaDid) {
+  // 126 layers on pp 16: 7 + 14 · 8 + 7 (the Llama 3 paper's first and last stages one layer
+  // short); no split into 2 chunks per rank exists (each rank's layers even, edges at most the
+  // middle: 2·edge + 14·middle = 126 has no solution with both even), and V placements stay even.
+  PlanRequest r = request("llama3-405b", 16384, 2048);
+  r.seq_len = 8192;
+  r.space.tp = {8};
+  r.space.pp = {16};
+  r.space.schedules = {"1f1b", "interleaved-1f1b", "zb-v"};
+  r.space.vp = {2};
+  const SearchSpace s = enumerate_space(r);
+  ASSERT_FALSE(s.candidates.empty());
+  for (const Candidate& c : s.candidates) {
+    EXPECT_EQ(c.schedule, "1f1b") << describe(c);
+    EXPECT_EQ(c.parallel.first_stage_layers, 7);
+    EXPECT_EQ(c.parallel.last_stage_layers, 7);
+  }
+  EXPECT_THAT(describe(s.candidates.front()), ::testing::HasSubstr(" first7 last7 "));
+  EXPECT_NE(find_family(s, DropReason::kLayers, "tp=8 pp=16 interleaved-1f1b vp=2"), nullptr);
+  EXPECT_NE(find_family(s, DropReason::kLayers, "tp=8 pp=16 zb-v vp=2"), nullptr);
 }
 
 TEST(SearchSpace, DropsTensorParallelSizesThatDoNotDivideTheHeads) {

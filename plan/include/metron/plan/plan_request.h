@@ -22,6 +22,11 @@
 //     group sizes        the interleaved group size as multiples of pp (default: 1·pp)
 //     sync policies      megatron-distopt; any of sync::SyncPolicy
 //     bucket sizes       the policy's default (in the policy's unit, see SyncOptions)
+//     stage layers       even where the layers divide over pp·vp; where they do not, for the
+//                        one-chunk and interleaved schedules, Megatron's uneven split with the
+//                        first and last ranks lighter (Note [uneven stages]): the heaviest edge
+//                        count no larger than the others' (Llama 3 405B's 126 layers on pp 16:
+//                        7, 8 × 14, 7); V schedules and DualPipe split evenly only
 //
 //   Each policy runs with the overlap its system recommends (planner_sync_options): Megatron's
 //   overlap_grad_reduce (+ overlap_param_gather for the distributed optimizer), ZeRO's

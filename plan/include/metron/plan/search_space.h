@@ -23,7 +23,7 @@ namespace metron::plan {
 /// Why a configuration (or a family of them) is not in the ranking.
 enum class DropReason : std::uint8_t {
   kTensorParallel,  ///< heads, kv heads or ffn not divisible by tp
-  kLayers,          ///< layers not divisible by the model stages (pp · chunks)
+  kLayers,          ///< layers that split over pp · chunks neither evenly nor unevenly
   kSequence,        ///< seq_len not divisible for sequence or context parallelism
   kExperts,         ///< ep does not divide the experts or dp·cp
   kGpus,            ///< tp·pp·dp·cp above the GPUs
@@ -50,7 +50,8 @@ struct Candidate {
 };
 
 /// "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt" — the fields a reader compares
-/// configurations by; cp, ep, recompute, group size and bucket size only when not the default.
+/// configurations by; cp, ep, recompute, group size and bucket size only when not the default,
+/// and the first and last pipeline ranks' layers of an uneven split ("first7 last7").
 std::string describe(const Candidate& candidate);
 
 /// The family a complete configuration is counted under when a rule drops it:

@@ -18,6 +18,7 @@
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/models/limits.h"
+#include "metron/plan/configuration_text.h"
 #include "metron/plan/plan_report.h"
 #include "metron/plan/planner.h"
 #include "metron/scenario/evaluation.h"
@@ -44,6 +45,7 @@ struct PlanFlags {
   std::int32_t threads = 0;
   bool exhaustive = false;
   bool explain = false;
+  std::optional<std::string> compare_with;
   bool quiet = false;
   std::string csv, json;
   std::int32_t trace_top = 0;
@@ -129,6 +131,9 @@ std::vector<NamedOutput> all_outputs(const PlanFlags& f) {
 
 void run(const PlanFlags& f) {
   const plan::PlanRequest request = request_of(f);
+  // Read before the search: a typo found after minutes of searching would waste them.
+  std::optional<plan::Candidate> compared_candidate;
+  if (f.compare_with) compared_candidate = plan::parse_configuration(request, *f.compare_with);
   // Checked before the search: a clash found after minutes of work would lose them.
   check_distinct_outputs(all_outputs(f));
   ProgressBar bar(std::cerr, !f.quiet && ProgressBar::stderr_is_terminal());
@@ -136,11 +141,17 @@ void run(const PlanFlags& f) {
   options.progress = [&bar](const plan::PlanProgress& p) { bar.update(p.phase, p.done, p.total); };
   const plan::PlanResult result = plan::run_plan(request, options);
   bar.clear();
+  std::optional<plan::ComparedConfig> compared;
+  if (compared_candidate) {
+    compared = plan::compare_configuration(request, result, *compared_candidate);
+  }
   // Everything is computed before anything is written, and written all or nothing: a failure
   // leaves no partial outputs.
   std::vector<OutputFile> files;
   if (!f.csv.empty()) files.push_back({f.csv, plan::plan_csv(result)});
-  if (!f.json.empty()) files.push_back({f.json, plan::plan_json(request, result)});
+  if (!f.json.empty()) {
+    files.push_back({f.json, plan::plan_json(request, result, compared ? &*compared : nullptr)});
+  }
   const std::size_t traces = std::min(static_cast<std::size_t>(f.trace_top), result.ranked.size());
   const std::size_t scenarios =
       std::min(static_cast<std::size_t>(f.save_scenario_top), result.ranked.size());
@@ -158,6 +169,7 @@ void run(const PlanFlags& f) {
   }
   if (!f.quiet) {
     std::cout << plan::ranked_table(request, result);
+    if (compared) std::cout << "\n" << plan::comparison_text(result, *compared);
     if (f.explain) std::cout << "\n" << plan::explain_text(result);
     std::cout << plan::stats_line(result);
   }
@@ -224,8 +236,9 @@ constexpr const char* kDescription =
     "\n"
     "Prints the ranking (tokens/s, iteration time, MFU, bubble, exposed communication, peak\n"
     "memory per GPU against its capacity, GPUs, configuration) and a line of statistics;\n"
-    "--explain lists what was dropped and why. --csv and --json are written atomically, and\n"
-    "nothing is written when the plan fails.";
+    "--explain lists what was dropped and why; --compare-with \"tp8 pp16 dp128 ...\" places a\n"
+    "configuration you name against the ranking and says what beats it. --csv and --json are\n"
+    "written atomically, and nothing is written when the plan fails.";
 
 /// A comma-separated list flag (parsed by list_flags.h once every flag is read).
 void add_list(CLI::Option_group& g, const std::string& name, std::optional<std::string>& text,
@@ -296,6 +309,12 @@ void add_plan_command(CLI::App& app) {
   cmd->add_flag("--exhaustive", f->exhaustive,
                 "simulate every configuration that fits (no pruning by the bound; slow)");
   cmd->add_flag("--explain", f->explain, "list the dropped families and why");
+  cmd->add_option("--compare-with", f->compare_with,
+                  "a configuration to place against the ranking, e.g. \"tp8 pp16 dp128 mbs1\n"
+                  "1f1b\" (tpN ppN dpN cpN epN vpN mbsN firstN lastN sp|nosp recompute=MODE N=K\n"
+                  "bucket=B, a schedule, a sync policy; the rest as the planner would choose):\n"
+                  "its predicted time and memory, its rank, and what beats it")
+      ->type_name("CONFIG");
   cmd->add_option("--csv", f->csv, "write the ranking as CSV here")->type_name("FILE");
   cmd->add_option("--json", f->json,
                   "write the request, ranking (with each scenario), drops and statistics here")

@@ -246,7 +246,8 @@ std::string plan_csv(const PlanResult& result) {
   return out;
 }
 
-std::string plan_json(const PlanRequest& request, const PlanResult& result) {
+std::string plan_json(const PlanRequest& request, const PlanResult& result,
+                      const ComparedConfig* compared) {
   Json root;
   root["request"] = {{"model", request.model.name},    {"hardware", request.hardware.name},
                      {"gpus", request.gpus},           {"global_batch", request.global_batch},
@@ -259,10 +260,24 @@ std::string plan_json(const PlanRequest& request, const PlanResult& result) {
       entry[std::string(field.name)] =
           std::visit(JsonCell{}, field.get(result.ranked[i], static_cast<std::int64_t>(i + 1)));
     }
+    entry["configuration"] = describe(result.ranked[i].candidate);
     entry["scenario"] = Json::parse(to_json(result.ranked[i].scenario));
     ranked.push_back(std::move(entry));
   }
   root["ranked"] = std::move(ranked);
+  if (compared != nullptr) {
+    Json entry;
+    for (const Field& field : kFields) {
+      entry[std::string(field.name)] = std::visit(JsonCell{}, field.get(compared->config, 0));
+    }
+    entry["rank"] = compared->rank ? Json(*compared->rank) : Json(nullptr);
+    entry["configuration"] = describe(compared->config.candidate);
+    entry["problem"] = compared->problem;
+    if (compared->problem.empty()) {
+      entry["scenario"] = Json::parse(to_json(compared->config.scenario));
+    }
+    root["compared"] = std::move(entry);
+  }
   Json dropped = Json::array();
   for (const DroppedFamily& f : result.dropped) {
     dropped.push_back({{"reason", to_string(f.reason)},
@@ -322,6 +337,80 @@ std::string stats_line(const PlanResult& result) {
       plural(s.enumerated, "configuration", "configurations"), grouped(total_dropped(s)),
       reasons.empty() ? "" : " (" + reasons + ")", grouped(s.bounded), grouped(s.simulated),
       grouped(s.pruned), s.seconds, plural(s.threads, "thread", "threads"));
+}
+
+namespace {
+
+constexpr std::size_t kBeatersShown = 5;
+
+/// The words of `configuration` that `other` does not have: what a faster one does differently.
+std::string differing_fields(const std::string& configuration, const std::string& other) {
+  const auto words = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::size_t at = 0;
+    while (at < text.size()) {
+      const std::size_t end = std::min(text.find(' ', at), text.size());
+      if (end > at) out.push_back(text.substr(at, end - at));
+      at = end + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> theirs = words(other);
+  std::string out;
+  for (const std::string& w : words(configuration)) {
+    if (std::find(theirs.begin(), theirs.end(), w) != theirs.end()) continue;
+    out += (out.empty() ? "" : " ") + w;
+  }
+  return out.empty() ? "the same fields" : out;
+}
+
+}  // namespace
+
+std::string comparison_text(const PlanResult& result, const ComparedConfig& compared) {
+  const PlannedConfig& c = compared.config;
+  const std::string name = describe(c.candidate);
+  std::string out = fmt::format("compared with {} ({} GPUs):\n", name, grouped(c.gpus));
+  if (!compared.problem.empty()) {
+    return out + fmt::format("  it cannot run: {}\n", compared.problem);
+  }
+  out += fmt::format(
+      "  predicted {:.2f} ms per iteration, {} tokens/s, MFU {}, bubble {}, exposed comm {}, "
+      "memory {}/{} GB\n",
+      c.iteration_time_s * 1e3, rounded(c.tokens_per_s), percent(c.mfu), percent(c.bubble_fraction),
+      percent(c.exposed_comm_fraction), gigabytes(c.peak_memory_bytes),
+      gigabytes(c.memory_capacity_bytes));
+  std::vector<std::size_t> beaters;
+  for (std::size_t i = 0; i < result.ranked.size(); ++i) {
+    if (compared.rank && i + 1 >= *compared.rank) break;
+    if (result.ranked[i].iteration_time_s < c.iteration_time_s || !compared.rank) {
+      beaters.push_back(i);
+    }
+  }
+  if (compared.rank) {
+    out += fmt::format("  it ranks #{}", *compared.rank);
+    out += beaters.empty()
+               ? "; nothing the search found beats it\n"
+               : fmt::format("; {} beat it:\n", plural(static_cast<std::int64_t>(beaters.size()),
+                                                       "configuration", "configurations"));
+  } else {
+    out += fmt::format("  it ranks below all {} ranked; they beat it:\n",
+                       grouped(static_cast<std::int64_t>(result.ranked.size())));
+  }
+  for (std::size_t k = 0; k < beaters.size() && k < kBeatersShown; ++k) {
+    const PlannedConfig& b = result.ranked[beaters[k]];
+    out += fmt::format(
+        "    #{} {:.1f}% faster: {}; bubble {} ({}), exposed comm {} ({}), memory {} GB ({})\n",
+        beaters[k] + 1, 100 * (1 - b.iteration_time_s / c.iteration_time_s),
+        differing_fields(describe(b.candidate), name), percent(b.bubble_fraction),
+        percent(c.bubble_fraction), percent(b.exposed_comm_fraction),
+        percent(c.exposed_comm_fraction), gigabytes(b.peak_memory_bytes),
+        gigabytes(c.peak_memory_bytes));
+  }
+  if (beaters.size() > kBeatersShown) {
+    out += fmt::format("    ... and {} more\n",
+                       grouped(static_cast<std::int64_t>(beaters.size() - kBeatersShown)));
+  }
+  return out;
 }
 
 }  // namespace metron::plan

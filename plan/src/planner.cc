@@ -70,13 +70,18 @@ double usable_bytes(const PlanRequest& r) {
   return static_cast<double>(r.hardware.gpu.hbm_capacity) * (1 - r.memory_headroom);
 }
 
+/// "simulated peak 341.1 GB on pipeline rank 1 > 72.0 GB usable (90% of 80.0 GB)".
+std::string memory_shortfall(const PlanRequest& r, double need, std::int32_t rank,
+                             std::string_view how) {
+  return fmt::format("{} {:.1f} GB on pipeline rank {} > {:.1f} GB usable ({:.0f}% of {:.1f} GB)",
+                     how, need / kGb, rank, usable_bytes(r) / kGb, 100 * (1 - r.memory_headroom),
+                     static_cast<double>(r.hardware.gpu.hbm_capacity) / kGb);
+}
+
+/// A dropped family's detail: the shortfall of its least-memory configuration, named.
 std::string memory_detail(const PlanRequest& r, double need, std::int32_t rank, const Candidate& c,
                           std::string_view how) {
-  return fmt::format(
-      "{} {:.1f} GB on pipeline rank {} > {:.1f} GB usable ({:.0f}% of {:.1f} GB); "
-      "least-memory configuration: {}",
-      how, need / kGb, rank, usable_bytes(r) / kGb, 100 * (1 - r.memory_headroom),
-      static_cast<double>(r.hardware.gpu.hbm_capacity) / kGb, describe(c));
+  return memory_shortfall(r, need, rank, how) + "; least-memory configuration: " + describe(c);
 }
 
 /// A simulated configuration, ordered by (iteration time, enumeration index).
@@ -286,6 +291,40 @@ PlanResult run_plan(const PlanRequest& request, const PlanOptions& options) {
     throw BackendError(
         fmt::format("plan: cannot run on {} threads: {}", options.threads, e.what()));
   }
+}
+
+ComparedConfig compare_configuration(const PlanRequest& request, const PlanResult& result,
+                                     const Candidate& candidate) {
+  ComparedConfig out;
+  const Estimator estimator(request);
+  const Estimate estimate = estimator.estimate(candidate);
+  out.config.candidate = candidate;
+  out.config.gpus = candidate.parallel.gpus();
+  out.config.memory_capacity_bytes = static_cast<double>(request.hardware.gpu.hbm_capacity);
+  try {
+    const scenario::Evaluation e = scenario::evaluate(to_scenario(request, candidate));
+    out.config = planned(candidate, e, estimate, request);
+    if (out.config.peak_memory_bytes > usable_bytes(request)) {
+      out.problem =
+          memory_shortfall(request, out.config.peak_memory_bytes, peak_rank(e), "simulated peak");
+    }
+  } catch (const sim::SimulationDeadlock& error) {
+    out.problem = error.what();
+  }
+  if (!out.problem.empty()) return out;
+  const std::vector<PlannedConfig>& ranked = result.ranked;
+  std::size_t faster = 0;
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    if (ranked[i].candidate == candidate) {
+      out.rank = i + 1;
+      return out;
+    }
+    if (ranked[i].iteration_time_s < out.config.iteration_time_s) ++faster;
+  }
+  if (faster < ranked.size() || ranked.size() < static_cast<std::size_t>(request.top_k)) {
+    out.rank = faster + 1;
+  }
+  return out;
 }
 
 }  // namespace metron::plan

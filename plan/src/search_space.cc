@@ -54,30 +54,6 @@ std::vector<std::int64_t> values_or(const std::vector<std::int64_t>& listed,
   return out;
 }
 
-/// Megatron's uneven split (Note [uneven stages]) for layers that do not divide over pp·vp:
-/// {first, last}, the layers of the first and of the last pipeline rank, the others holding the
-/// rest evenly. The edges hold no more than a middle rank (they also hold the embedding and the
-/// loss), as many as that allows (the most even split); every rank's layers are whole chunks
-/// (multiples of vp). With pp = 2 the two ranks split the layers as evenly as chunks allow.
-/// nullopt when no such split exists.
-std::optional<std::pair<std::int64_t, std::int64_t>> lighter_edges(std::int64_t layers,
-                                                                   std::int64_t pp,
-                                                                   std::int64_t vp) {
-  if (pp < 2 || layers < pp * vp) return std::nullopt;
-  if (pp == 2) {
-    const std::int64_t first = layers / 2 / vp * vp;
-    if (first < vp || (layers - first) % vp != 0) return std::nullopt;
-    return std::make_pair(first, layers - first);
-  }
-  for (std::int64_t edge = layers / pp / vp * vp; edge >= vp; edge -= vp) {
-    const std::int64_t rest = layers - 2 * edge;
-    if (rest % (pp - 2) != 0) continue;
-    const std::int64_t middle = rest / (pp - 2);
-    if (middle % vp == 0 && middle >= edge) return std::make_pair(edge, edge);
-  }
-  return std::nullopt;
-}
-
 /// Chunks per rank a schedule runs with (the vp of its Candidate).
 std::vector<std::int64_t> chunk_counts(const ScheduleInfo& info, const PlanSpace& space) {
   if (info.fixed_vp != 0) return {info.fixed_vp};
@@ -186,7 +162,7 @@ class Enumerator {
     for (std::int64_t pp : values_or(r_.space.pp, range(1, std::min(max_pp, m_.layers)))) {
       const std::string pp_family =
           fmt::format("tp={}{} pp={}", tp, cp > 1 ? fmt::format(" cp={}", cp) : "", pp);
-      if (m_.layers % pp != 0 && !lighter_edges(m_.layers, pp, 1)) {
+      if (m_.layers % pp != 0 && !uneven_stage_layers(m_.layers, pp, 1)) {
         drop(DropReason::kLayers, pp_family,
              fmt::format("layers ({}) split over pp = {} neither evenly nor with lighter first "
                          "and last ranks",
@@ -222,7 +198,7 @@ class Enumerator {
       if (m_.layers % model_stages != 0) {
         // Uneven splits for the loop placements only: a V or DualPipe puts the first and the
         // last model stage on the same rank, which Megatron's first/last counts do not describe.
-        if (info.placement == Placement::kLoop) uneven = lighter_edges(m_.layers, pp, vp);
+        if (info.placement == Placement::kLoop) uneven = uneven_stage_layers(m_.layers, pp, vp);
         if (!uneven) {
           drop(DropReason::kLayers, family,
                fmt::format("layers ({}) not divisible by {} model stages (pp·vp){}", m_.layers,
@@ -384,6 +360,24 @@ class Enumerator {
 };
 
 }  // namespace
+
+std::optional<std::pair<std::int64_t, std::int64_t>> uneven_stage_layers(std::int64_t layers,
+                                                                         std::int64_t pp,
+                                                                         std::int64_t vp) {
+  if (pp < 2 || layers < pp * vp) return std::nullopt;
+  if (pp == 2) {
+    const std::int64_t first = layers / 2 / vp * vp;
+    if (first < vp || (layers - first) % vp != 0) return std::nullopt;
+    return std::make_pair(first, layers - first);
+  }
+  for (std::int64_t edge = layers / pp / vp * vp; edge >= vp; edge -= vp) {
+    const std::int64_t rest = layers - 2 * edge;
+    if (rest % (pp - 2) != 0) continue;
+    const std::int64_t middle = rest / (pp - 2);
+    if (middle % vp == 0 && middle >= edge) return std::make_pair(edge, edge);
+  }
+  return std::nullopt;
+}
 
 std::string_view to_string(DropReason reason) noexcept {
   return kReasonNames[static_cast<std::size_t>(reason)];

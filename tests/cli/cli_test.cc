@@ -783,5 +783,24 @@ TEST_F(Cli, PlanExplainsWhatItDropped) {
                            HasSubstr("    tp=3: heads (16)")));
 }
 
+TEST_F(Cli, PlanPlacesTheConfigurationTheUserNamesAndRefusesOneItCannotRead) {
+  // The ranking's best, named in words as its table prints it, places first with the same time.
+  Outcome best = metron(kTinyPlan + " --json " + path("plan.json"));
+  ASSERT_EQ(best.code, 0) << best.err;
+  const nlohmann::json ranked = nlohmann::json::parse(read_file(path("plan.json"))).at("ranked");
+  const std::string name = ranked.at(0).at("configuration").get<std::string>();
+  Outcome r = metron(kTinyPlan + " --compare-with \"" + name + "\" --json " + path("c.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("compared with " + name), HasSubstr("it ranks #1; nothing")));
+  const nlohmann::json compared = nlohmann::json::parse(read_file(path("c.json"))).at("compared");
+  EXPECT_EQ(compared.at("rank"), 1);
+  EXPECT_EQ(compared.at("iteration_time_ms"), ranked.at(0).at("iteration_time_ms"));
+  // A word that is no field: exit 2 before the search, naming it, and nothing written.
+  Outcome bad = metron(kTinyPlan + " --compare-with \"tp2 pp2 fast\" --json " + path("b.json"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("'fast' is not a configuration field"));
+  EXPECT_FALSE(fs::exists(path("b.json")));
+}
+
 }  // namespace
 }  // namespace metron

@@ -21,6 +21,7 @@
 namespace metron::plan {
 namespace {
 
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -206,7 +207,7 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
 
   const nlohmann::json& ranked = json.at("ranked");
   ASSERT_EQ(ranked.size(), 2U);
-  EXPECT_EQ(ranked[0].size(), kColumns + 1);  // + scenario
+  EXPECT_EQ(ranked[0].size(), kColumns + 2);  // + configuration, scenario
   EXPECT_EQ(ranked[0].at("rank"), 1);
   EXPECT_EQ(ranked[0].at("tokens_per_s").get<double>(), 123456.78);
   EXPECT_EQ(ranked[0].at("iteration_time_ms").get<double>(), 531.25);
@@ -215,6 +216,7 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
   EXPECT_TRUE(ranked[0].at("group_size").is_null());
   EXPECT_TRUE(ranked[0].at("bucket_size").is_null());
   EXPECT_EQ(ranked[0].at("scenario"), nlohmann::json::parse(to_json(result.ranked[0].scenario)));
+  EXPECT_EQ(ranked[0].at("configuration"), "tp2 pp2 dp4 vp1 mbs2 sp 1f1b megatron-distopt");
   EXPECT_EQ(ranked[1].at("mfu").get<double>(), 0.3702);
   EXPECT_EQ(ranked[1].at("group_size"), 8);
   EXPECT_EQ(ranked[1].at("bucket_size"), 40'000'000);
@@ -273,6 +275,48 @@ TEST(PlanReport, TableShowsTheRankingRoundedAndInOrder) {
   // Aligned: every row as long as the others up to the configuration column.
   EXPECT_EQ(lines[2].find(describe(result.ranked[0].candidate)),
             lines[3].find(describe(result.ranked[1].candidate)));
+}
+
+// Note [compared configuration]: the hand ranking's two (0.53125 s and 0.6635 s) beat a
+// configuration of 0.85 s by 1 − 0.53125 / 0.85 = 37.5 % and 1 − 0.6635 / 0.85 = 21.9 %.
+TEST(PlanReport, ComparisonSaysWhereANamedConfigurationRanksAndWhatBeatsIt) {
+  const PlanRequest request = small_request();
+  const PlanResult result = hand_result(request);
+  ComparedConfig compared{.config = planned(request, candidate(2, 4, 2, 1, "1f1b")), .rank = 3U};
+  compared.config.iteration_time_s = 0.85;
+  compared.config.tokens_per_s = 77101.2;
+  compared.config.mfu = 0.25;
+  compared.config.bubble_fraction = 0.3;
+  compared.config.exposed_comm_fraction = 0.05;
+  compared.config.peak_memory_bytes = 33.3e9;
+  const std::string text = comparison_text(result, compared);
+  EXPECT_THAT(text, StartsWith("compared with tp2 pp4 dp2 vp1 mbs2 sp 1f1b megatron-distopt (16 "
+                               "GPUs):\n"
+                               "  predicted 850.00 ms per iteration, 77,101 tokens/s, MFU 25.0%, "
+                               "bubble 30.0%, exposed comm 5.0%, memory 33.3/80.0 GB\n"
+                               "  it ranks #3; 2 configurations beat it:\n"));
+  // What each does differently: its own fields that the compared one lacks.
+  EXPECT_THAT(text, HasSubstr("    #1 37.5% faster: pp2 dp4; bubble 12.5% (30.0%), exposed comm "
+                              "7.1% (5.0%), memory 61.2 GB (33.3)\n"));
+  EXPECT_THAT(text,
+              HasSubstr("    #2 21.9% faster: tp1 dp4 vp2 first4 last4 interleaved-1f1b N=8 ddp "));
+  // Slower than a full ranking: no place, every ranked one beats it.
+  compared.rank.reset();
+  EXPECT_THAT(comparison_text(result, compared),
+              HasSubstr("it ranks below all 2 ranked; they beat"));
+  // One that cannot run says why, and nothing else.
+  compared.problem = "simulated peak 90.0 GB on pipeline rank 0 > 72.0 GB usable";
+  EXPECT_THAT(comparison_text(result, compared),
+              EndsWith("  it cannot run: simulated peak 90.0 GB on pipeline rank 0 > 72.0 GB "
+                       "usable\n"));
+  // The JSON carries it with the ranking's fields, its rank (null: none) and the problem.
+  const nlohmann::json json = nlohmann::json::parse(plan_json(request, result, &compared));
+  EXPECT_TRUE(json.at("compared").at("rank").is_null());
+  EXPECT_EQ(json.at("compared").at("configuration"),
+            "tp2 pp4 dp2 vp1 mbs2 sp 1f1b megatron-distopt");
+  EXPECT_EQ(json.at("compared").at("iteration_time_ms"), 850.0);
+  EXPECT_EQ(json.at("compared").at("problem"), compared.problem);
+  EXPECT_FALSE(nlohmann::json::parse(plan_json(request, result)).contains("compared"));
 }
 
 TEST(PlanReport, TableSaysWhenNothingFits) {

@@ -110,10 +110,9 @@ TEST(Planner, BoundedSearchRanksAsExhaustiveSimulationAndItsEstimatesHoldForEver
   expect_estimates_hold(r, all);
 }
 
-// 28 layers do not divide over 3 pipeline ranks: every configuration is Megatron's uneven split
-// (9, 10, 9 by hand for one chunk per rank; 8, 12, 8 for two, each rank's layers whole chunks),
-// and the estimates still hold for it.
-TEST(Planner, EstimatesHoldForUnevenSplits) {
+/// 28 layers on 3 pipeline ranks of 12 H100s: a space small enough to simulate whole in a
+/// fraction of a second, every configuration an uneven split.
+PlanRequest uneven_request() {
   PlanRequest r;
   r.model = models::model_preset("gpt3-1.3b");
   r.model.layers = 28;
@@ -129,6 +128,14 @@ TEST(Planner, EstimatesHoldForUnevenSplits) {
   r.space.schedules = {"1f1b", "interleaved-1f1b", "zb-h1"};
   r.space.policies = {sync::SyncPolicy::kMegatronDistopt, sync::SyncPolicy::kDdp};
   r.top_k = 100000;
+  return r;
+}
+
+// 28 layers do not divide over 3 pipeline ranks: every configuration is Megatron's uneven split
+// (9, 10, 9 by hand for one chunk per rank; 8, 12, 8 for two, each rank's layers whole chunks),
+// and the estimates still hold for it.
+TEST(Planner, EstimatesHoldForUnevenSplits) {
+  const PlanRequest r = uneven_request();
   const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
   ASSERT_GT(all.ranked.size(), 20U);
   for (const PlannedConfig& c : all.ranked) {
@@ -137,6 +144,32 @@ TEST(Planner, EstimatesHoldForUnevenSplits) {
     EXPECT_EQ(c.candidate.parallel.last_stage_layers, two_chunks ? 8 : 9) << describe(c.candidate);
   }
   expect_estimates_hold(r, all);
+}
+
+// Note [compared configuration], against the exhaustive ranking of the same space.
+TEST(Planner, PlacesANamedConfigurationWhereTheExhaustiveRankingHasIt) {
+  PlanRequest r = uneven_request();
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_GT(all.ranked.size(), 6U);
+  r.top_k = 3;
+  const PlanResult top3 = run_plan(r, {.threads = 2});
+  // One of the three ranked: its own place, its own figures.
+  const ComparedConfig second = compare_configuration(r, top3, all.ranked[1].candidate);
+  EXPECT_EQ(second.rank, 2U);
+  EXPECT_EQ(second.problem, "");
+  EXPECT_EQ(second.config.iteration_time_s, all.ranked[1].iteration_time_s);
+  EXPECT_EQ(second.config.peak_memory_bytes, all.ranked[1].peak_memory_bytes);
+  // The sixth: slower than all three kept, so no place among them; among all, the sixth.
+  const ComparedConfig sixth = compare_configuration(r, top3, all.ranked[5].candidate);
+  EXPECT_EQ(sixth.rank, std::nullopt);
+  EXPECT_EQ(sixth.config.iteration_time_s, all.ranked[5].iteration_time_s);
+  EXPECT_EQ(compare_configuration(r, all, all.ranked[5].candidate).rank, 6U);
+  // On a GPU of 1 GB nothing fits: no place, and why.
+  PlanRequest small = r;
+  small.hardware.gpu.hbm_capacity = std::int64_t{1} << 30;
+  const ComparedConfig squeezed = compare_configuration(small, top3, all.ranked[0].candidate);
+  EXPECT_EQ(squeezed.rank, std::nullopt);
+  EXPECT_THAT(squeezed.problem, HasSubstr("simulated peak"));
 }
 
 TEST(Planner, RankingIsTheSameOnOneTwoAndThreeThreads) {

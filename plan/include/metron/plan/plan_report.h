@@ -36,7 +36,8 @@ std::string ranked_table(const PlanRequest& request, const PlanResult& result);
 std::string plan_csv(const PlanResult& result);
 
 /// {"request": {model, hardware, gpus, global_batch, seq_len, memory_headroom, top_k},
-///  "ranked": [{the CSV's fields..., "scenario": {the scenario JSON, scenario.h}}],
+///  "ranked": [{the CSV's fields..., "configuration": describe(), "scenario": {the scenario
+///              JSON, scenario.h}}],
 ///  "dropped": [{reason, family, detail, configurations}],
 ///  "stats": {enumerated, bounded, dropped_by_reason {reason: n}},
 ///  "run": {simulated, pruned, threads, seconds}}
@@ -45,7 +46,17 @@ std::string plan_csv(const PlanResult& result);
 /// bound ends the search depends on which finish first (the ranking does not: Note [bound and
 /// simulate]), and seconds is wall time. So do the drops found only by simulating ("memory" at
 /// simulation, "simulation") in "dropped" and dropped_by_reason. Compare two plans by "ranked".
-std::string plan_json(const PlanRequest& request, const PlanResult& result);
+/// With `compared` (--compare-with), also "compared": {the CSV's fields, rank null when it has
+/// no place (Note [compared configuration]), "configuration", "problem": why it cannot run or
+/// "", "scenario" when it can}.
+std::string plan_json(const PlanRequest& request, const PlanResult& result,
+                      const ComparedConfig* compared = nullptr);
+
+/// The --compare-with section: the configuration (describe()) and its predicted figures, where
+/// it ranks (Note [compared configuration]) and each ranked configuration that beats it with
+/// what it does differently (its fields that differ, bubble, exposed communication, memory), at
+/// most 5; or why it cannot run.
+std::string comparison_text(const PlanResult& result, const ComparedConfig& compared);
 
 /// Why configurations are missing from the ranking (--explain): per drop reason, the
 /// configurations dropped and each dropped family with its detail (at most 20 per reason, then

@@ -20,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,23 @@ struct PlanResult {
   std::vector<DroppedFamily> dropped;  ///< rule, memory and simulation drops (see search_space.h)
   PlanStats stats;
 };
+
+/// A configuration the user names (`metron plan --compare-with`), estimated and simulated as
+/// the search does what it ranks. Note [compared configuration]: its place is among
+/// result.ranked by iteration time, as if the search had ranked it — its own position when it
+/// is one of them, else 1 + the ranked configurations faster than it (a configuration outside
+/// the searched space, another schedule say, is placed the same way). Slower than the last of a
+/// full ranking (top k), it has no place: the search keeps only k. Nor has one that does not
+/// fit the memory or whose step deadlocks; `problem` says why.
+struct ComparedConfig {
+  PlannedConfig config;
+  std::optional<std::size_t> rank;  ///< 1-based
+  std::string problem;              ///< empty when it can run
+};
+
+/// Note [compared configuration]. Throws InvalidConfig when the models reject the candidate.
+ComparedConfig compare_configuration(const PlanRequest& request, const PlanResult& result,
+                                     const Candidate& candidate);
 
 /// Note [bound and simulate]. Throws InvalidConfig for an invalid request.
 PlanResult run_plan(const PlanRequest& request, const PlanOptions& options = {});

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "metron/models/parallel_spec.h"
@@ -57,6 +58,17 @@ std::string describe(const Candidate& candidate);
 /// The family a complete configuration is counted under when a rule drops it:
 /// "tp=8 pp=16 interleaved-1f1b vp=2" (cp when above 1).
 std::string family_of(const Candidate& candidate);
+
+/// Megatron's uneven split (Note [uneven stages]) for layers that do not divide over pp·vp:
+/// {first, last}, the layers of the first and of the last pipeline rank, the others holding the
+/// rest evenly. The edges hold no more than a middle rank (they also hold the embedding and the
+/// loss), as many as that allows (the most even split); every rank's layers are whole chunks
+/// (multiples of vp). With pp = 2 the two ranks split the layers as evenly as chunks allow.
+/// nullopt when no such split exists. What the search (and --compare-with) use where the layers
+/// do not divide: 126 layers on pp 16 give {7, 7}.
+std::optional<std::pair<std::int64_t, std::int64_t>> uneven_stage_layers(std::int64_t layers,
+                                                                         std::int64_t pp,
+                                                                         std::int64_t vp);
 
 /// The complete scenario of `candidate` under `request` (sync knobs from planner_sync_options).
 scenario::Scenario to_scenario(const PlanRequest& request, const Candidate& candidate);

@@ -1,0 +1,32 @@
+#pragma once
+// A configuration named in words, as describe() prints it and as people write them
+// ("tp8 pp16 dp128 ..."): what `metron plan --compare-with` reads. Note [configuration text]:
+//
+//   Tokens, separated by spaces, in any order: tpN, ppN, dpN, cpN, epN, vpN, mbsN, firstN, lastN
+//   (an "=" before N is allowed: tp=8), sp or nosp, recompute=none|selective|full, N=K (the
+//   interleaved group size), bucket=B, a schedule name and a sync policy name. What is not named
+//   takes the planner's choice for it: tp, pp, cp, ep 1; dp what the request's GPUs leave
+//   (gpus / (tp·pp·cp)); vp the schedule's (1, a V schedule's 2, interleaved 2); mbs 1;
+//   sequence parallelism where tp > 1 and tp·cp divides the sequence; recompute none; schedule
+//   1f1b (interleaved-1f1b when vp > 1 is named); megatron-distopt; and where the layers do not
+//   divide over pp·vp, the search's uneven split (uneven_stage_layers). The global batch and
+//   sequence are the request's.
+
+#include <string_view>
+
+#include "metron/plan/plan_request.h"
+#include "metron/plan/search_space.h"
+
+namespace metron::plan {
+
+/// The configuration `text` names under `request` (Note [configuration text]). Throws
+/// InvalidConfig naming the token that is not a field, a value out of range, or what
+/// models::validate finds wrong with the whole (layers that do not split, heads that tp does
+/// not divide, a batch that dp·mbs does not divide, ...).
+/// @code
+///   const Candidate c = parse_configuration(request, "tp8 pp16 dp128 1f1b");
+///   // c.parallel.first_stage_layers == 7 for Llama 3 405B's 126 layers
+/// @endcode
+Candidate parse_configuration(const PlanRequest& request, std::string_view text);
+
+}  // namespace metron::plan

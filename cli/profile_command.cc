@@ -242,8 +242,9 @@ std::string sweep_command(const ProfileFlags& o) {
 void run(const ProfileFlags& o, const CLI::App& cmd) {
   check_sweep_flags(cmd, o.sweep);
   check_distinct_outputs({{"--output", o.output}});
-  if (o.backend == "cuda") {
+  check_backend_built(o.backend);
 #if METRON_HAVE_CUDA
+  if (o.backend == "cuda") {
     if (o.sweep) {
       throw InvalidConfig(
           "--sweep with --backend cuda: the GPU sweep is bench/cuda_profile (its figures are in "
@@ -252,12 +253,8 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
     }
     run_cuda_profile(o);
     return;
-#else
-    throw InvalidConfig(
-        "--backend cuda: this metron was built without the CUDA backend (CMake found no CUDA "
-        "toolkit with NCCL when it was configured); expected --backend cpu");
-#endif
   }
+#endif
 #if METRON_HAVE_CPU_BACKEND
   if (!o.sweep) {
     run_profile(o);
@@ -272,10 +269,6 @@ void run(const ProfileFlags& o, const CLI::App& cmd) {
   sweep.slowdown_seconds = o.slowdown_seconds;
   sweep.command = sweep_command(o);
   run_sweep(sweep);
-#else
-  throw InvalidConfig(
-      "--backend cpu: this metron was built without the CPU backend "
-      "(METRON_ENABLE_CPU_BACKEND=OFF, no libtorch); expected --backend cuda");
 #endif
 }
 

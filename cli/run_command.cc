@@ -309,22 +309,6 @@ std::optional<exec::MeasuredStep> run_rank(const RunFlags& o, const ir::Graph& g
                       "backend '" + o.backend + "' should have been refused before any rank");
 }
 
-/// The refusal of a backend this metron was built without, before anything runs.
-void check_backend_built(const std::string& backend) {
-  if (backend == "cuda" && !METRON_HAVE_CUDA) {
-    throw InvalidConfig(
-        "--backend cuda: this metron was built without the CUDA backend (CMake found no CUDA "
-        "toolkit with NCCL when it was configured); expected --backend cpu, or a build on a "
-        "machine with both");
-  }
-  if (backend == "cpu" && !METRON_HAVE_CPU_BACKEND) {
-    throw InvalidConfig(
-        "--backend cpu: this metron was built without the CPU backend "
-        "(METRON_ENABLE_CPU_BACKEND=OFF, no libtorch); expected --backend cuda, or a build with "
-        "libtorch and Gloo (scripts/setup.sh)");
-  }
-}
-
 void run(const RunFlags& o) {
   check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
   check_backend_built(o.backend);
@@ -400,6 +384,21 @@ void run(const RunFlags& o) {
 }
 
 }  // namespace
+
+void check_backend_built(const std::string& backend) {
+  if (backend == "cuda" && !METRON_HAVE_CUDA) {
+    throw InvalidConfig(
+        "--backend cuda: this metron was built without the CUDA backend (CMake found no CUDA "
+        "toolkit with NCCL when it was configured); expected --backend cpu, or a build on a "
+        "machine with both");
+  }
+  if (backend == "cpu" && !METRON_HAVE_CPU_BACKEND) {
+    throw InvalidConfig(
+        "--backend cpu: this metron was built without the CPU backend "
+        "(METRON_ENABLE_CPU_BACKEND=OFF, no libtorch); expected --backend cuda, or a build with "
+        "libtorch and Gloo (scripts/setup.sh)");
+  }
+}
 
 std::int32_t free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

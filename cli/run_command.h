@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <string>
 
 #include "metron/scenario/scenario.h"
 #include "metron/scenario/step_builder.h"
@@ -23,6 +24,11 @@ scenario::Step executable_step(const scenario::Scenario& scenario);
 /// A TCP port free on this machine now, for the store of a local run (rank 0 binds it a moment
 /// later). Throws BackendError when the machine has none to give.
 std::int32_t free_port();
+
+/// Throws InvalidConfig, before anything runs, for a --backend this metron was built without
+/// (cpu without METRON_ENABLE_CPU_BACKEND, cuda without CUDA and NCCL); `run` and `profile` both
+/// ask it.
+void check_backend_built(const std::string& backend);
 
 /// Adds the `run` subcommand to `app`.
 void add_run_command(CLI::App& app);

@@ -134,8 +134,7 @@ Candidate parse_configuration(const PlanRequest& request, std::string_view text)
   c.schedule = n.schedule.value_or(n.vp.value_or(1) > 1 ? "interleaved-1f1b" : "1f1b");
   const pipeline::ScheduleInfo& info = pipeline::find_schedule(c.schedule);
   const std::int64_t default_vp =
-      info.fixed_vp != 0 ? info.fixed_vp
-                         : (c.schedule.find("interleaved") != std::string_view::npos ? 2 : 1);
+      info.fixed_vp != 0 ? info.fixed_vp : (takes_many_chunks(c.schedule) ? 2 : 1);
   p.vp = n.vp.value_or(default_vp);
   const std::int64_t model_parallel = p.tp * p.pp * p.cp;
   p.dp = n.dp.value_or(std::max<std::int64_t>(1, request.gpus / model_parallel));

@@ -57,9 +57,7 @@ std::vector<std::int64_t> values_or(const std::vector<std::int64_t>& listed,
 /// Chunks per rank a schedule runs with (the vp of its Candidate).
 std::vector<std::int64_t> chunk_counts(const ScheduleInfo& info, const PlanSpace& space) {
   if (info.fixed_vp != 0) return {info.fixed_vp};
-  const bool many = info.name == "interleaved-1f1b" || info.name == "interleaved-1f1b-legacy" ||
-                    info.name == "looped-bfs";
-  if (!many) return {1};
+  if (!takes_many_chunks(info.name)) return {1};
   std::vector<std::int64_t> out;
   for (std::int64_t v : values_or(space.vp, range(2, space.max_vp))) {
     if (v >= 2) out.push_back(v);
@@ -377,6 +375,11 @@ std::optional<std::pair<std::int64_t, std::int64_t>> uneven_stage_layers(std::in
     if (middle % vp == 0 && middle >= edge) return std::make_pair(edge, edge);
   }
   return std::nullopt;
+}
+
+bool takes_many_chunks(std::string_view schedule) noexcept {
+  return schedule == "interleaved-1f1b" || schedule == "interleaved-1f1b-legacy" ||
+         schedule == "looped-bfs";
 }
 
 std::string_view to_string(DropReason reason) noexcept {

@@ -59,6 +59,11 @@ std::string describe(const Candidate& candidate);
 /// "tp=8 pp=16 interleaved-1f1b vp=2" (cp when above 1).
 std::string family_of(const Candidate& candidate);
 
+/// Whether `schedule` runs any number of chunks per rank, 2 and up (the interleaved schedules
+/// and looped BFS): the search tries 2 .. max_vp, a named configuration takes 2 by default.
+/// The others run one chunk, or their fixed count.
+bool takes_many_chunks(std::string_view schedule) noexcept;
+
 /// Megatron's uneven split (Note [uneven stages]) for layers that do not divide over pp·vp:
 /// {first, last}, the layers of the first and of the last pipeline rank, the others holding the
 /// rest evenly. The edges hold no more than a middle rank (they also hold the embedding and the

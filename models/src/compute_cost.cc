@@ -14,6 +14,8 @@
 //      -dgrad-b (k, n, m); <elementwise>-backward at 3e per element (dropout and residuals
 //      2e + mask, the loss 4 + e).
 //   W  <gemm>-wgrad (k, n, m) for each weight GEMM, in backward order.
+// The head: final-norm · lm-head GEMM T x V/t x h · the loss as Megatron's vocab-parallel
+// cross-entropy runs it (Note [loss kernels]).
 // Megatron's iteration-FLOPs formula (Narayanan et al. SC'21, eq. 3) follows from these GEMMs;
 // tests/models/compute_cost_test.cc checks it.
 
@@ -50,7 +52,6 @@ constexpr double kBackwardToForward = 2.5;
 constexpr std::int64_t kTile = 128;
 // PyTorch and Megatron keep a dropout mask as one byte (bool) per element.
 constexpr double kMaskBytes = 1;
-// The loss runs its softmax in fp32 (Megatron's vocab-parallel cross-entropy upcasts logits).
 constexpr double kFp32Bytes = 4;
 // Adam with fp32 main weights (mixed precision): read and write the main weights (4 + 4) and
 // both moments (8 + 8), read the fp32 gradients (4); plus writing the model-dtype copy, which is
@@ -58,8 +59,8 @@ constexpr double kFp32Bytes = 4;
 constexpr double kAdamFp32Bytes = 28;
 
 // A size split over `parts` ranks. Sizes validate() requires to divide (heads, ffn_hidden,
-// seq_len under sequence parallelism) divide exactly; the vocabulary need not, and Megatron pads
-// it to a multiple of tp, so each rank holds the rounded-up shard.
+// seq_len under sequence parallelism) divide exactly; the vocabulary is padded
+// (ModelSpec::vocab_per_rank).
 std::int64_t shard(std::int64_t size, std::int64_t parts) { return (size + parts - 1) / parts; }
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
@@ -106,7 +107,7 @@ OpCost elementwise(std::string name, std::int64_t elements, double bytes_per_ele
 struct ForwardOp {
   OpCost op;
   double backward_bytes = 0;
-  bool cast = false;
+  bool no_backward = false;  ///< an FP8 cast, or a loss step whose gradient is another's
 };
 
 ForwardOp ew(std::string name, std::int64_t elements, double forward_bytes, double backward_bytes) {
@@ -172,8 +173,8 @@ void add_linear(std::vector<ForwardOp>& ops, const Dims& d, const std::string& n
     ops.push_back({gemm(name, m, n, k, d.e)});
     return;
   }
-  ops.push_back({.op = elementwise(name + "-cast", m * k, d.cast), .cast = true});
-  ops.push_back({.op = elementwise(name + "-weight-cast", k * n, d.cast), .cast = true});
+  ops.push_back({.op = elementwise(name + "-cast", m * k, d.cast), .no_backward = true});
+  ops.push_back({.op = elementwise(name + "-weight-cast", k * n, d.cast), .no_backward = true});
   ops.push_back({.op = fp8_gemm(name, m, n, k, d.e), .backward_bytes = d.cast});
 }
 
@@ -283,7 +284,8 @@ std::vector<OpCost> input_grads_of(const std::vector<ForwardOp>& ops, double e) 
         out.push_back(batched_gemm(f.name + "-dgrad-b", f.batch, f.k, f.n, f.m, e));
         break;
       case OpKind::kElementwise:
-        if (!it->cast) out.push_back(elementwise(f.name + "-backward", f.m, it->backward_bytes));
+        if (!it->no_backward)
+          out.push_back(elementwise(f.name + "-backward", f.m, it->backward_bytes));
         break;
       case OpKind::kFusedAttention: {
         OpCost b = f;
@@ -336,12 +338,40 @@ std::vector<OpCost> phase_of(const std::vector<ForwardOp>& ops, ComputePhase pha
   return {};
 }
 
+// Note [loss kernels]: Megatron's vocab-parallel cross-entropy (megatron/core/tensor_parallel/
+// cross_entropy.py; the same kernels in Megatron-LM 2021's mpu/cross_entropy.py) is a chain of
+// PyTorch kernels over the rank's T x V/t logits, each a pass over memory, per element:
+//   logits-fp32     .float() of the model-dtype logits            read e, write 4
+//   logits-max      max over the vocabulary                       read 4
+//   logits-shift    -= max, in place                              read 4, write 4
+//   logits-exp      exp, in place                                 read 4, write 4
+//   logits-sum      sum over the vocabulary                       read 4
+//   loss-softmax    div_ by the sum, in place; kept for backward  read 4, write 4
+// (the target gather and the per-token loss are T-sized). Backward: grad_input.mul_ by the
+// output gradient, in place (read 4, write 4), then autograd's cast of that fp32 gradient back
+// to the logits' dtype, the backward of .float() (read 4, write e). So e + 36 bytes forward and
+// 12 + e backward, where a single fused pass would move e + 4 and 4 + e. This is Megatron's
+// default; --cross-entropy-loss-fusion compiles some steps together and is not modelled. An fp32
+// model's .float() returns its input: no cast either way.
+void add_loss(std::vector<ForwardOp>& ops, const Dims& d, std::int64_t logits) {
+  constexpr double kInPlace = 2 * kFp32Bytes;
+  if (d.e < kFp32Bytes) {
+    ops.push_back(ew("logits-fp32", logits, d.e + kFp32Bytes, kFp32Bytes + d.e));
+  }
+  ops.push_back({.op = elementwise("logits-max", logits, kFp32Bytes), .no_backward = true});
+  ops.push_back({.op = elementwise("logits-shift", logits, kInPlace), .no_backward = true});
+  ops.push_back({.op = elementwise("logits-exp", logits, kInPlace), .no_backward = true});
+  ops.push_back({.op = elementwise("logits-sum", logits, kFp32Bytes), .no_backward = true});
+  ops.push_back(ew("loss-softmax", logits, kInPlace, kInPlace));
+}
+
 std::vector<ForwardOp> head_forward(const ModelSpec& model, const LayerShape& shape) {
   const Dims d = dims_of(model, shape);
-  const std::int64_t vocab_local = shard(model.vocab, d.t);
-  return {ew("final-norm", d.tokens_sp * d.h, 2 * d.e, 3 * d.e),
-          {gemm("lm-head", d.tokens, vocab_local, d.h, d.e)},
-          ew("cross-entropy", d.tokens * vocab_local, d.e + kFp32Bytes, kFp32Bytes + d.e)};
+  const std::int64_t vocab_local = model.vocab_per_rank(d.t);
+  std::vector<ForwardOp> ops = {ew("final-norm", d.tokens_sp * d.h, 2 * d.e, 3 * d.e),
+                                {gemm("lm-head", d.tokens, vocab_local, d.h, d.e)}};
+  add_loss(ops, d, d.tokens * vocab_local);
+  return ops;
 }
 
 double sum_flops(const std::vector<OpCost>& ops) {
@@ -552,15 +582,19 @@ double iteration_flops(const ModelSpec& model, const ParallelSpec& spec, bool wi
         "global_batch divisible by microbatch_size * dp");
   }
   const LayerShape shape = layer_shape(model, spec);
+  // The model's FLOPs on its own vocabulary: the padding's columns are work the GPUs do, not the
+  // model's (MFU and the papers' formulas count V).
+  ModelSpec unpadded = model;
+  unpadded.make_vocab_size_divisible_by = 1;
   const auto flops = [&](ComputePhase phase) {
     return sum_flops(layer_ops(model, shape, phase, spec.recompute));
   };
   double layer = flops(ComputePhase::kForward) + flops(ComputePhase::kBackwardInput) +
                  flops(ComputePhase::kBackwardWeight);
   if (with_recompute) layer += flops(ComputePhase::kRecompute);
-  const double head = sum_flops(head_ops(model, shape, ComputePhase::kForward)) +
-                      sum_flops(head_ops(model, shape, ComputePhase::kBackwardInput)) +
-                      sum_flops(head_ops(model, shape, ComputePhase::kBackwardWeight));
+  const double head = sum_flops(head_ops(unpadded, shape, ComputePhase::kForward)) +
+                      sum_flops(head_ops(unpadded, shape, ComputePhase::kBackwardInput)) +
+                      sum_flops(head_ops(unpadded, shape, ComputePhase::kBackwardWeight));
   // Each rank of a tp·cp group computes its share of the same microbatch's layer.
   const double replicas = double(spec.tp * spec.cp) * double(*microbatches) * double(spec.dp);
   return (double(model.layers) * layer + head) * replicas;

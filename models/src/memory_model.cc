@@ -45,8 +45,6 @@ double gemm_input_bytes(const ModelSpec& model, const LayerShape& shape) {
   return shape.fp8 == Fp8Recipe::kOff ? element_bytes(model.dtype) : 1.0;
 }
 
-std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; }
-
 // Which biases stay whole on every tensor-parallel rank. Megatron's ColumnParallelLinear
 // (QKV, mlp-up) splits its output features and so its bias; RowParallelLinear (attention-out,
 // mlp-down) splits its input features and adds one full bias after the all-reduce. "gelu"
@@ -266,10 +264,9 @@ RankParameters rank_parameters(const ModelSpec& model, const ParallelSpec& spec,
   const RankParameters layer = layer_parameters(model, spec.tp, spec.ep);
   const std::int64_t layers = layers_on_rank(model, spec, pipeline_rank);
   RankParameters out{.dense = layers * layer.dense, .expert = layers * layer.expert};
-  // Word embeddings and the LM head are vocab-parallel; Megatron pads the vocabulary so tp
-  // divides it, which rounding up stands for here.
+  // Word embeddings and the LM head are vocab-parallel over the padded vocabulary.
   const std::int64_t word = model.vocab * model.hidden;
-  const std::int64_t word_per_rank = ceil_div(model.vocab, spec.tp) * model.hidden;
+  const std::int64_t word_per_rank = model.vocab_per_rank(spec.tp) * model.hidden;
   if (pipeline_rank == 0) {
     // Learned positions (gelu models) are replicated.
     out.dense += word_per_rank + (embedding_parameter_count(model) - word);
@@ -336,8 +333,7 @@ double head_activation_bytes(const ModelSpec& model, const LayerShape& shape) {
   const double n = local_tokens(shape);
   const double inputs =
       2 * element_bytes(model.dtype) * n * static_cast<double>(model.hidden) / sp_divisor(shape);
-  const double logits =
-      kLogitBytes * n * static_cast<double>(model.vocab) / static_cast<double>(shape.tp);
+  const double logits = kLogitBytes * n * static_cast<double>(model.vocab_per_rank(shape.tp));
   return inputs + logits;
 }
 

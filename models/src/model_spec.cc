@@ -61,6 +61,9 @@ std::vector<std::string> find_problems(const ModelSpec& spec) {
                   "the limit of feed-forward widths, 4x that of widths");
   }
   check_at_most(problems, "vocab", spec.vocab, kMaxVocab, "the limit of vocabularies");
+  check_positive(problems, "make_vocab_size_divisible_by", spec.vocab_divisor());
+  check_at_most(problems, "make_vocab_size_divisible_by", spec.vocab_divisor(), kMaxWidth,
+                "the limit of widths");
   check_at_most(problems, "seq_len", spec.seq_len, kMaxSeqLen, "the limit of sequence lengths");
   check_divisible(problems, "hidden", spec.hidden, "heads", spec.heads);
   check_divisible(problems, "heads", spec.heads, "kv_heads", spec.num_kv_heads());
@@ -107,6 +110,9 @@ ModelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   }
   if (const Json* v = in.find("moe")) spec.moe = read_moe(*v, "moe", diagnostics);
   if (const Json* v = in.find("mlp")) spec.mlp = read_enum(kMlpNames, *v, "mlp");
+  if (const Json* v = in.find("make_vocab_size_divisible_by")) {
+    spec.make_vocab_size_divisible_by = read_positive_integer(*v, "make_vocab_size_divisible_by");
+  }
   in.finish();
   return spec;
 }
@@ -167,6 +173,9 @@ std::string to_json(const ModelSpec& spec) {
                   {"ffn_hidden", spec.moe->ffn_hidden}};
   }
   out["mlp"] = to_string(spec.mlp);
+  if (spec.make_vocab_size_divisible_by) {
+    out["make_vocab_size_divisible_by"] = *spec.make_vocab_size_divisible_by;
+  }
   return detail::dump_line(out, "model \"" + spec.name + "\"");
 }
 

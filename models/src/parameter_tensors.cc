@@ -13,8 +13,6 @@
 namespace metron::models {
 namespace {
 
-std::int64_t ceil_div(std::int64_t n, std::int64_t d) { return (n + d - 1) / d; }
-
 // Appends tensors that share a layer index and flags, so each block names only its tensors.
 class TensorList {
  public:
@@ -89,9 +87,9 @@ void add_layer(std::vector<ParameterTensor>& out, const ModelSpec& model, const 
   }
 }
 
-// Megatron pads the vocabulary so tp divides it, which rounding up stands for here.
+// The padded vocabulary's shard (ModelSpec::vocab_per_rank).
 std::int64_t word_embedding_numel(const ModelSpec& model, const ParallelSpec& spec) {
-  return ceil_div(model.vocab, spec.tp) * model.hidden;
+  return model.vocab_per_rank(spec.tp) * model.hidden;
 }
 
 void check_chunk(const ModelSpec& model, const ParallelSpec& spec, std::int64_t first_layer,

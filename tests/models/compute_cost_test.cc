@@ -24,7 +24,8 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::ThrowsMessage;
 
-// A hand-sized "gelu" model: h = 8, a = 2 heads of dh = 4, ffn = 4h = 32, V = 10, bf16 (e = 2).
+// A hand-sized "gelu" model: h = 8, a = 2 heads of dh = 4, ffn = 4h = 32, V = 10 (not padded),
+// bf16 (e = 2).
 ModelSpec tiny(MlpKind mlp = MlpKind::kGelu) {
   return {.name = "tiny",
           .layers = 2,
@@ -33,7 +34,8 @@ ModelSpec tiny(MlpKind mlp = MlpKind::kGelu) {
           .vocab = 10,
           .seq_len = 6,
           .dtype = Precision::kBf16,
-          .mlp = mlp};
+          .mlp = mlp,
+          .make_vocab_size_divisible_by = 1};
 }
 
 // b = 2, s = 6, no parallelism: T = b·s = 12 tokens.
@@ -341,24 +343,58 @@ TEST(EmbeddingOps, LookUpAndDropoutForwardScatterAddWeightGradient) {
               ElementsAre("embedding"));
 }
 
-// The head on T = 12 tokens, V = 10: lm-head m = 12, n = 10, k = 8; the loss on 12·10 logits.
+// The head on T = 12 tokens, V = 10: lm-head m = 12, n = 10, k = 8; the loss on 12·10 logits as
+// Megatron's cross-entropy runs it (cross_entropy.py): .float() (e + 4), max (4), -= max (8),
+// exp (8), sum (4), div_ (8); backward mul_ by the output gradient (8), then the cast back (4 + e).
 TEST(HeadOps, FinalNormLmHeadAndCrossEntropy) {
   const LayerShape shape = tiny_shape();
   const std::vector<OpCost> f = head_ops(tiny(), shape, ComputePhase::kForward);
-  EXPECT_THAT(dims(f),
-              ElementsAre(Dims{"final-norm", kE, 1, 96, 0, 0}, Dims{"lm-head", kG, 1, 12, 10, 8},
-                          Dims{"cross-entropy", kE, 1, 120, 0, 0}));
+  EXPECT_THAT(
+      dims(f),
+      ElementsAre(Dims{"final-norm", kE, 1, 96, 0, 0}, Dims{"lm-head", kG, 1, 12, 10, 8},
+                  Dims{"logits-fp32", kE, 1, 120, 0, 0}, Dims{"logits-max", kE, 1, 120, 0, 0},
+                  Dims{"logits-shift", kE, 1, 120, 0, 0}, Dims{"logits-exp", kE, 1, 120, 0, 0},
+                  Dims{"logits-sum", kE, 1, 120, 0, 0}, Dims{"loss-softmax", kE, 1, 120, 0, 0}));
   EXPECT_EQ(f[1].flops, 1920);  // 2·12·10·8
-  EXPECT_EQ(f[2].bytes, 720);   // 120 · (e + 4)
+  double loss_bytes = 0;
+  for (std::size_t k = 2; k < f.size(); ++k) loss_bytes += f[k].bytes;
+  EXPECT_EQ(loss_bytes, 4560);  // 120 · (e + 36)
   const std::vector<OpCost> i = head_ops(tiny(), shape, ComputePhase::kBackwardInput);
-  EXPECT_THAT(dims(i), ElementsAre(Dims{"cross-entropy-backward", kE, 1, 120, 0, 0},
+  EXPECT_THAT(dims(i), ElementsAre(Dims{"loss-softmax-backward", kE, 1, 120, 0, 0},
+                                   Dims{"logits-fp32-backward", kE, 1, 120, 0, 0},
                                    Dims{"lm-head-dgrad", kG, 1, 12, 8, 10},
                                    Dims{"final-norm-backward", kE, 1, 96, 0, 0}));
-  EXPECT_EQ(i[0].bytes, 720);  // 120 · (4 + e)
-  EXPECT_EQ(i[2].bytes, 576);  // 96 · 3e
+  EXPECT_EQ(i[0].bytes, 960);  // 120 · 8
+  EXPECT_EQ(i[1].bytes, 720);  // 120 · (4 + e)
+  EXPECT_EQ(i[3].bytes, 576);  // 96 · 3e
   EXPECT_THAT(dims(head_ops(tiny(), shape, ComputePhase::kBackwardWeight)),
               ElementsAre(Dims{"lm-head-wgrad", kG, 1, 8, 10, 12}));
   EXPECT_THAT(head_ops(tiny(), shape, ComputePhase::kRecompute), IsEmpty());
+}
+
+// Megatron pads the vocabulary (ModelSpec::vocab_per_rank): with make_vocab_size_divisible_by 4
+// at tp 2, V = 10 becomes 16, 8 per rank, so the LM head is 12 x 8 x 8 and the loss runs over
+// 12·8 logits; the model's FLOPs (iteration_flops) still count V = 10.
+TEST(HeadOps, TheLmHeadComputesThePaddedVocabulary) {
+  ModelSpec padded = tiny();
+  padded.make_vocab_size_divisible_by = 4;
+  const LayerShape tp2 = {.batch = 2, .seq = 6, .tp = 2};
+  const std::vector<OpCost> f = head_ops(padded, tp2, ComputePhase::kForward);
+  EXPECT_EQ(dims(f)[1], (Dims{"lm-head", kG, 1, 12, 8, 8}));
+  EXPECT_EQ(dims(f).back(), (Dims{"loss-softmax", kE, 1, 96, 0, 0}));
+  const ParallelSpec spec = {.tp = 2, .global_batch = 2};
+  EXPECT_EQ(iteration_flops(padded, spec, false), iteration_flops(tiny(), spec, false));
+}
+
+// An fp32 model's logits are already fp32: .float() returns them, so no cast either way.
+TEST(HeadOps, AnFp32ModelCastsNoLogits) {
+  ModelSpec fp32 = tiny();
+  fp32.dtype = Precision::kFp32;
+  const std::vector<std::string> f = names(head_ops(fp32, tiny_shape(), ComputePhase::kForward));
+  EXPECT_THAT(f, ElementsAre("final-norm", "lm-head", "logits-max", "logits-shift", "logits-exp",
+                             "logits-sum", "loss-softmax"));
+  EXPECT_THAT(names(head_ops(fp32, tiny_shape(), ComputePhase::kBackwardInput)),
+              ElementsAre("loss-softmax-backward", "lm-head-dgrad", "final-norm-backward"));
 }
 
 // Adam per parameter: fp32 main weights r+w 8, two moments r+w 16, fp32 gradient read 4 = 28,

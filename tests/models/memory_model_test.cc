@@ -30,9 +30,16 @@ ModelSpec tiny_moe() {
   return spec;
 }
 
-// A gelu model whose Korthikanti terms are whole numbers: h = 16, a = 4, ffn = 64.
+// A gelu model whose Korthikanti terms are whole numbers: h = 16, a = 4, ffn = 64; V = 32, not
+// padded.
 ModelSpec small_gelu() {
-  return {.name = "small-gelu", .layers = 2, .hidden = 16, .heads = 4, .vocab = 32, .seq_len = 8};
+  return {.name = "small-gelu",
+          .layers = 2,
+          .hidden = 16,
+          .heads = 4,
+          .vocab = 32,
+          .seq_len = 8,
+          .make_vocab_size_divisible_by = 1};
 }
 
 LayerShape shape(std::int64_t b, std::int64_t s, std::int64_t t, bool sp = false,
@@ -182,14 +189,18 @@ TEST(BytesPerParameter, RejectsNonPositiveShards) {
 
 // --- parameters per rank ---------------------------------------------------------------------
 
+// One rank holds the model, its word embeddings over the padded vocabulary: GPT-3's tied 50,257
+// rows become 50,304 (47 more rows of 12,288), Llama 2's 32,000 are a multiple of 128 already.
 TEST(RankParameters, OneRankHoldsTheWholeModel) {
-  for (const ModelSpec& model : {tiny_gelu(), tiny_swiglu(), model_preset("gpt3-175b"),
-                                 model_preset("llama2-7b"), model_preset("llama2-70b")}) {
+  for (const ModelSpec& model :
+       {tiny_gelu(), tiny_swiglu(), model_preset("llama2-7b"), model_preset("llama2-70b")}) {
     SCOPED_TRACE(model.name);
     const RankParameters params = rank_parameters(model, ParallelSpec{}, 0);
     EXPECT_EQ(params.dense, parameter_count(model));
     EXPECT_EQ(params.expert, 0);
   }
+  const ModelSpec gpt3 = model_preset("gpt3-175b");
+  EXPECT_EQ(rank_parameters(gpt3, ParallelSpec{}, 0).dense, parameter_count(gpt3) + 47 * 12288);
   EXPECT_EQ(rank_parameters(model_preset("llama2-7b"), ParallelSpec{}, 0).dense, 6'738'415'616);
 }
 
@@ -511,13 +522,14 @@ TEST(EmbeddingActivationBytes, IsTheDropoutMaskOfGeluModelsOnly) {
   EXPECT_EQ(embedding_activation_bytes(model_preset("llama2-7b"), shape(1, 4096, 8)), 0);
 }
 
-// Korthikanti §4.3: final norm and LM head inputs 2sbh each (/t with SP) and fp32 logits 4sbv/t.
-// gpt3-175b (v 50257) at s 2048, t 8: 4·25'165'824 + 4·2048·50257/8 = 100'663'296 + 51'463'168.
+// Korthikanti §4.3: final norm and LM head inputs 2sbh each (/t with SP) and fp32 logits 4sbv/t,
+// with v the vocabulary as Megatron pads it: gpt3-175b's 50257 at t 8 becomes a multiple of
+// 128·8, 51200, 6400 per rank. At s 2048: 4·25'165'824 + 4·2048·6400 = 100'663'296 + 52'428'800.
 TEST(HeadActivationBytes, IsTheNormAndHeadInputsAndFp32Logits) {
   const ModelSpec gpt = model_preset("gpt3-175b");
   ASSERT_EQ(gpt.vocab, 50257);
-  EXPECT_EQ(head_activation_bytes(gpt, shape(1, 2048, 8)), 100'663'296.0 + 51'463'168.0);
-  EXPECT_EQ(head_activation_bytes(gpt, shape(1, 2048, 8, true)), 100'663'296.0 / 8 + 51'463'168.0);
+  EXPECT_EQ(head_activation_bytes(gpt, shape(1, 2048, 8)), 100'663'296.0 + 52'428'800.0);
+  EXPECT_EQ(head_activation_bytes(gpt, shape(1, 2048, 8, true)), 100'663'296.0 / 8 + 52'428'800.0);
 }
 
 }  // namespace

@@ -69,6 +69,8 @@ TEST(ValidateModel, RejectsNonPositiveSizes) {
                  where + "ffn_hidden: expected a positive integer, got 0");
   expect_invalid(with([](ModelSpec& s) { s.kv_heads = 0; }),
                  where + "kv_heads: expected a positive integer, got 0");
+  expect_invalid(with([](ModelSpec& s) { s.make_vocab_size_divisible_by = 0; }),
+                 where + "make_vocab_size_divisible_by: expected a positive integer, got 0");
 }
 
 TEST(ValidateModel, RejectsHiddenNotDivisibleByHeads) {
@@ -134,7 +136,8 @@ TEST(ModelJson, RoundTripsEveryField) {
                        .dtype = Precision::kFp8,
                        .tied_embeddings = true,
                        .moe = MoeSpec{.experts = 8, .top_k = 2, .ffn_hidden = 24},
-                       .mlp = MlpKind::kSwiglu};
+                       .mlp = MlpKind::kSwiglu,
+                       .make_vocab_size_divisible_by = 64};
   EXPECT_EQ(model_from_json(to_json(spec)), spec);
 }
 
@@ -273,6 +276,28 @@ TEST(ModelSpecValidation, RefusesSizesAboveTheirLimits) {
             "m.json");
       },
       ThrowsMessage<InvalidConfig>(HasSubstr("layers: expected at most 65536")));
+}
+
+// Megatron's _vocab_size_with_padding: the vocabulary rounded up to a multiple of
+// make_vocab_size_divisible_by (128) times tp, then split over tp.
+TEST(ModelSpec, PadsTheVocabularyAsMegatronDoes) {
+  ModelSpec gpt2 = tiny();
+  gpt2.vocab = 50257;
+  EXPECT_EQ(gpt2.vocab_divisor(), 128);
+  EXPECT_EQ(gpt2.vocab_per_rank(1), 50304);  // 393 · 128
+  EXPECT_EQ(gpt2.vocab_per_rank(8), 6400);   // 51200 = 50 · 1024, over 8
+  ModelSpec llama3 = tiny();
+  llama3.vocab = 128256;                        // 1002 · 128
+  EXPECT_EQ(llama3.vocab_per_rank(1), 128256);  // already a multiple
+  EXPECT_EQ(llama3.vocab_per_rank(8), 16128);   // 129024 = 126 · 1024, over 8
+  gpt2.make_vocab_size_divisible_by = 1;        // no padding beyond what splitting needs
+  EXPECT_EQ(gpt2.vocab_per_rank(1), 50257);
+  EXPECT_EQ(gpt2.vocab_per_rank(8), 6283);  // ⌈50257 / 8⌉
+  EXPECT_EQ(model_from_json(json_with(R"(,"make_vocab_size_divisible_by":64)"))
+                .make_vocab_size_divisible_by,
+            64);
+  expect_parse_error(json_with(R"(,"make_vocab_size_divisible_by":0)"),
+                     "make_vocab_size_divisible_by: expected a positive integer, got 0");
 }
 
 }  // namespace

@@ -113,11 +113,11 @@ TEST(ParameterTensors, GeluLayerInRegistrationOrderByHand) {
   EXPECT_EQ(sum(got).dense, 872);
 }
 
-// A hand-made Llama-style model: h 16, 4 heads of 4, 2 KV heads, ffn 24, vocab 11, tied
-// embeddings, at tp 2. Per rank: word embeddings ⌈11/2⌉·16 = 96; QKV 16 × (16 + 2·2·4 = 32) / 2 =
-// 256; projection 16·16/2 = 128; fc1 (gate and up) 16 × 48 / 2 = 384; fc2 24·16/2 = 192; RMSNorms
-// 16 whole. Two chunks: [embedding, layer 0] and [layer 1, head]; the head's chunk keeps its own
-// copy of the word embeddings as output.weight, and both copies are shared.
+// A hand-made Llama-style model: h 16, 4 heads of 4, 2 KV heads, ffn 24, vocab 11 (not padded),
+// tied embeddings, at tp 2. Per rank: word embeddings ⌈11/2⌉·16 = 96; QKV 16 × (16 + 2·2·4 = 32) /
+// 2 = 256; projection 16·16/2 = 128; fc1 (gate and up) 16 × 48 / 2 = 384; fc2 24·16/2 = 192;
+// RMSNorms 16 whole. Two chunks: [embedding, layer 0] and [layer 1, head]; the head's chunk keeps
+// its own copy of the word embeddings as output.weight, and both copies are shared.
 ModelSpec hand_llama() {
   return {.name = "hand-llama",
           .layers = 2,
@@ -128,7 +128,8 @@ ModelSpec hand_llama() {
           .vocab = 11,
           .seq_len = 8,
           .tied_embeddings = true,
-          .mlp = MlpKind::kSwiglu};
+          .mlp = MlpKind::kSwiglu,
+          .make_vocab_size_divisible_by = 1};
 }
 
 ParameterTensor layer_tensor(std::string name, std::int32_t layer, std::int64_t numel) {

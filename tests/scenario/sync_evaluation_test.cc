@@ -35,6 +35,13 @@ Scenario gpt_125m(std::int64_t pp, std::int64_t dp, const SyncOptions& sync,
   return s;
 }
 
+/// The parameters the only pipeline rank holds: the model's, its word embeddings over the
+/// vocabulary as Megatron pads it (50,257 to 50,304).
+double rank_parameters(const Scenario& s) {
+  const models::RankParameters held = models::rank_parameters(*s.model, s.parallel, 0);
+  return static_cast<double>(held.dense + held.expert);
+}
+
 /// Data-parallel communication of rank 0 that ran with no compute beside it, in seconds.
 double exposed_dp_seconds(const Evaluation& e) {
   return static_cast<double>(e.result.ranks[0].comm_exposed) * 1e-9;
@@ -134,7 +141,7 @@ TEST(SyncEvaluation, DistributedOptimizersFirstGatherIsExposedUnlessOverlappedWi
 
 TEST(SyncEvaluation, BytesOnTheWireMatchTheTextbookVolumes) {
   const std::int64_t d = 8;
-  const double p = static_cast<double>(models::parameter_count(*gpt_125m(1, d, {}).model));
+  const double p = rank_parameters(gpt_125m(1, d, {}));
   const double ring = 2.0 * static_cast<double>(d - 1) / static_cast<double>(d);
   // DDP: one ring all-reduce of every gradient (bf16), 2(d−1)/d · P · 2 bytes.
   const Evaluation ddp = evaluate(gpt_125m(1, d, {.policy = SyncPolicy::kDdp}));
@@ -175,7 +182,7 @@ TEST(SyncEvaluation, ModelStatePerPolicyFollowsTheFormulas) {
   const auto state = [&](SyncPolicy policy) {
     return build_step(gpt_125m(1, d, {.policy = policy})).state_bytes.at(0);
   };
-  const double p = static_cast<double>(models::parameter_count(*gpt_125m(1, d, {}).model));
+  const double p = rank_parameters(gpt_125m(1, d, {}));
   // Mixed-precision Adam, bf16 weights (Note [model state bytes]): DDP 16 B per parameter;
   // ZeRO-1 4 + 12/d; ZeRO-2 2 + 14/d; ZeRO-3 and FSDP 16/d; Megatron's distributed optimizer with
   // fp32 gradients 6 + 12/d.

@@ -190,7 +190,8 @@ LayerPhaseCosts layer_phase_costs(const ModelSpec& model, const LayerShape& shap
 
 /// Matrix FLOPs of one training iteration over all GPUs: every layer's F, recompute, I and W
 /// plus the LM head's F, I and W, for global_batch = microbatches · microbatch_size · dp samples.
-/// With `with_recompute` false the recompute is left out ("model FLOPs", the MFU numerator).
+/// With `with_recompute` false the recompute is left out ("model FLOPs", the MFU numerator). The
+/// LM head counts the model's own vocabulary, not the padded one the GPUs compute.
 /// For a "gelu" model with ffn = 4h, full recompute and tp = cp = 1 this is Megatron's
 /// 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)).
 double iteration_flops(const ModelSpec& model, const ParallelSpec& spec, bool with_recompute);

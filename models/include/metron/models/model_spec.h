@@ -8,8 +8,16 @@
 //
 // Required: name, layers, hidden, heads, vocab, seq_len. Optional, with their defaults:
 // kv_heads (heads; fewer means grouped-query attention), ffn_hidden (4·hidden), dtype ("bf16"),
-// tied_embeddings (false), mlp ("gelu"), moe (absent: a dense model). `moe` is an object
-// {"experts", "top_k", "ffn_hidden"}, all required, where ffn_hidden is one expert's width.
+// tied_embeddings (false), mlp ("gelu"), moe (absent: a dense model),
+// make_vocab_size_divisible_by (128). `moe` is an object {"experts", "top_k", "ffn_hidden"},
+// all required, where ffn_hidden is one expert's width.
+//
+// make_vocab_size_divisible_by is Megatron's flag of that name (default 128): the embedding
+// table, the LM head and the logits hold the vocabulary padded to a multiple of it times tp
+// (megatron/training/tokenizer: _vocab_size_with_padding), so that each tensor-parallel shard
+// is a multiple of it and the LM head's GEMMs get aligned shapes. 1 turns padding off (beyond
+// the rounding up that splitting over tp needs). The FLOPs formulas of papers and MFU use the
+// model's own `vocab`.
 //
 // `mlp` goes beyond the key list because parameter counts need it:
 //   "gelu"   GPT-3 / Megatron: 2 MLP matrices, every linear layer and LayerNorm has a bias,
@@ -71,6 +79,7 @@ struct ModelSpec {
   bool tied_embeddings = false;
   std::optional<MoeSpec> moe;
   MlpKind mlp = MlpKind::kGelu;
+  std::optional<std::int64_t> make_vocab_size_divisible_by;
 
   /// kv_heads, or heads when unset.
   [[nodiscard]] std::int64_t num_kv_heads() const { return kv_heads.value_or(heads); }
@@ -78,6 +87,17 @@ struct ModelSpec {
   [[nodiscard]] std::int64_t ffn_size() const { return ffn_hidden.value_or(4 * hidden); }
   /// hidden / heads.
   [[nodiscard]] std::int64_t head_dim() const { return hidden / heads; }
+  /// make_vocab_size_divisible_by, or Megatron's default 128 when unset.
+  [[nodiscard]] std::int64_t vocab_divisor() const {
+    return make_vocab_size_divisible_by.value_or(kMegatronVocabDivisor);
+  }
+  /// The vocabulary entries one of `tp` tensor-parallel ranks holds: the vocabulary padded as
+  /// Megatron pads it (to a multiple of vocab_divisor()·tp), split evenly.
+  [[nodiscard]] std::int64_t vocab_per_rank(std::int64_t tp) const {
+    const std::int64_t multiple = vocab_divisor() * tp;
+    return (vocab + multiple - 1) / multiple * vocab_divisor();
+  }
+  static constexpr std::int64_t kMegatronVocabDivisor = 128;
 
   friend bool operator==(const ModelSpec&, const ModelSpec&) = default;
 };

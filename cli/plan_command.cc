@@ -172,6 +172,7 @@ void run(const PlanFlags& f) {
     if (compared) std::cout << "\n" << plan::comparison_text(result, *compared);
     if (f.explain) std::cout << "\n" << plan::explain_text(result);
     std::cout << plan::stats_line(result);
+    if (f.explain) std::cout << plan::phases_line(result);
   }
   if (traces + scenarios > 0) create_output_directory("--trace-dir", f.trace_dir);
   const std::vector<std::string> written = write_outputs(std::move(files), trace_files);

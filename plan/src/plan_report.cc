@@ -299,7 +299,12 @@ std::string plan_json(const PlanRequest& request, const PlanResult& result,
   root["run"] = {{"simulated", s.simulated},
                  {"pruned", s.pruned},
                  {"threads", s.threads},
-                 {"seconds", s.seconds}};
+                 {"seconds", s.seconds},
+                 {"phases",
+                  {{"enumerate_s", s.phases.enumerate_s},
+                   {"estimate_s", s.phases.estimate_s},
+                   {"build_thread_s", s.phases.build_s},
+                   {"simulate_thread_s", s.phases.simulate_s}}}};
   return dump_one_entry_per_line(root);
 }
 
@@ -337,6 +342,14 @@ std::string stats_line(const PlanResult& result) {
       plural(s.enumerated, "configuration", "configurations"), grouped(total_dropped(s)),
       reasons.empty() ? "" : " (" + reasons + ")", grouped(s.bounded), grouped(s.simulated),
       grouped(s.pruned), s.seconds, plural(s.threads, "thread", "threads"));
+}
+
+std::string phases_line(const PlanResult& result) {
+  const PlanStats::Phases& p = result.stats.phases;
+  return fmt::format(
+      "time: enumerating {:.2f} s, estimating {:.2f} s, building steps {:.2f} s and simulating "
+      "{:.2f} s (thread time)\n",
+      p.enumerate_s, p.estimate_s, p.build_s, p.simulate_s);
 }
 
 namespace {

@@ -17,12 +17,17 @@
 #include "metron/models/limits.h"
 #include "metron/plan/estimate.h"
 #include "metron/scenario/evaluation.h"
+#include "metron/scenario/step_builder.h"
 #include "metron/sim/simulator.h"
 
 namespace metron::plan {
 namespace {
 
 constexpr double kGb = 1e9;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 /// Why one complete configuration was dropped after enumeration.
 struct Drop {
@@ -130,7 +135,9 @@ class Search {
     const auto start = std::chrono::steady_clock::now();
     PlanResult out;
     out.stats.threads = options_.threads > 0 ? options_.threads : hardware_threads();
+    PlanStats::Phases& phases = out.stats.phases;
     SearchSpace space = enumerate_space(r_);
+    phases.enumerate_s = seconds_since(start);
     candidates_ = std::move(space.candidates);
     out.stats.enumerated = static_cast<std::int64_t>(candidates_.size());
     for (const DroppedFamily& f : space.dropped) {
@@ -138,19 +145,22 @@ class Search {
       out.stats.dropped[static_cast<std::size_t>(f.reason)] += f.configurations;
     }
     out.dropped = std::move(space.dropped);
+    const auto estimating = std::chrono::steady_clock::now();
     estimate_all();
+    phases.estimate_s = seconds_since(estimating);
     const std::vector<std::size_t> order = feasible_by_bound();
     out.stats.bounded = static_cast<std::int64_t>(order.size());
     simulate(order);
     out.stats.simulated = simulated_count_;
+    phases.build_s = build_s_;
+    phases.simulate_s = simulate_s_;
     out.stats.pruned = out.stats.bounded - simulated_count_;
     collect_drops(out);
     std::sort(results_.begin(), results_.end());
     for (std::size_t i = 0; i < results_.size() && i < static_cast<std::size_t>(r_.top_k); ++i) {
       out.ranked.push_back(std::move(results_[i].config));
     }
-    out.stats.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.stats.seconds = seconds_since(start);
     return out;
   }
 
@@ -203,8 +213,19 @@ class Search {
       if (!options_.exhaustive && !can_enter(estimate.bound_s)) return;
       std::optional<Simulated> done;
       std::optional<Drop> drop;
+      double built_s = 0;
+      double simulated_s = 0;
       try {
-        const scenario::Evaluation e = scenario::evaluate(to_scenario(r_, candidates_[k]));
+        // scenario::evaluate, timed in its two parts.
+        const scenario::Scenario s = to_scenario(r_, candidates_[k]);
+        const auto building = std::chrono::steady_clock::now();
+        scenario::Step step = scenario::build_step(s);
+        built_s = seconds_since(building);
+        const auto simulating = std::chrono::steady_clock::now();
+        sim::SimResult result = sim::simulate(step.graph, step.durations, step.sim_options());
+        simulated_s = seconds_since(simulating);
+        const scenario::Evaluation e =
+            scenario::evaluation_of(s, std::move(step), std::move(result));
         PlannedConfig p = planned(candidates_[k], e, estimate, r_);
         if (p.peak_memory_bytes > usable) {
           drop = Drop{.reason = DropReason::kMemory,
@@ -221,6 +242,8 @@ class Search {
       }
       const std::lock_guard lock(mutex_);
       ++simulated_count_;
+      build_s_ += built_s;
+      simulate_s_ += simulated_s;
       if (drop) drops_[k] = std::move(drop);
       if (done) admit(std::move(*done));
       progress.tick();
@@ -273,6 +296,8 @@ class Search {
   std::vector<sim::Time> kth_best_;  ///< the best times so far, ascending, at most k
   std::vector<Simulated> results_;
   std::int64_t simulated_count_ = 0;
+  double build_s_ = 0;
+  double simulate_s_ = 0;
 };
 
 }  // namespace

@@ -139,6 +139,8 @@ PlanResult hand_result(const PlanRequest& request) {
   result.stats.pruned = 75;
   result.stats.threads = 2;
   result.stats.seconds = 0.834;
+  result.stats.phases = {
+      .enumerate_s = 0.012, .estimate_s = 0.25, .build_s = 1.004, .simulate_s = 0.125};
   return result;
 }
 
@@ -245,6 +247,10 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
   EXPECT_EQ(run.at("pruned"), 75);
   EXPECT_EQ(run.at("threads"), 2);
   EXPECT_EQ(run.at("seconds").get<double>(), 0.834);
+  EXPECT_EQ(run.at("phases").at("enumerate_s").get<double>(), 0.012);
+  EXPECT_EQ(run.at("phases").at("estimate_s").get<double>(), 0.25);
+  EXPECT_EQ(run.at("phases").at("build_thread_s").get<double>(), 1.004);
+  EXPECT_EQ(run.at("phases").at("simulate_thread_s").get<double>(), 0.125);
   EXPECT_EQ(stats.at("dropped_by_reason").size(), kDropReasons);
   EXPECT_EQ(stats.at("dropped_by_reason").at("memory"), 12);
   EXPECT_EQ(stats.at("dropped_by_reason").at("schedule"), 3);
@@ -357,6 +363,9 @@ TEST(PlanReport, StatsLineSumsTheDropsByReason) {
   EXPECT_EQ(stats_line(result),
             "enumerated 100 configurations, dropped 15 (schedule 3, memory 12), bounded 85, "
             "simulated 10, pruned 75, in 0.83 s on 2 threads\n");
+  EXPECT_EQ(phases_line(result),
+            "time: enumerating 0.01 s, estimating 0.25 s, building steps 1.00 s and simulating "
+            "0.12 s (thread time)\n");
 }
 
 /// A plan small enough for a unit test: gpt3-1.3b on 16 A100s, tp and pp in {1, 2}, 1F1B only.

@@ -55,6 +55,15 @@ struct PlanStats {
   std::array<std::int64_t, kDropReasons> dropped{};  ///< complete configurations, by reason
   std::int32_t threads = 1;
   double seconds = 0;  ///< wall time of the whole search
+  /// Where the time went (issue 20's breakdown): enumeration and estimation in wall seconds;
+  /// building the simulated steps (graph, lowering, sync policy, durations) and simulating them
+  /// in seconds summed over the threads that did them.
+  struct Phases {
+    double enumerate_s = 0;
+    double estimate_s = 0;
+    double build_s = 0;     ///< thread seconds
+    double simulate_s = 0;  ///< thread seconds
+  } phases;
 };
 
 /// Progress of the two long phases; reported from one thread at a time. When the bound ends the

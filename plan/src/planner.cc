@@ -10,6 +10,8 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <system_error>
 
 #include "metron/base/error.h"
@@ -29,11 +31,15 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-/// Why one complete configuration was dropped after enumeration.
+/// Why one complete configuration was dropped after enumeration. A memory drop keeps the
+/// numbers of its shortfall, not its text: tens of thousands are dropped, and only the
+/// least-memory one of each family is ever shown (collect_drops writes that one's detail).
 struct Drop {
   DropReason reason = DropReason::kMemory;
-  std::string detail;
-  double need_bytes = 0;  ///< memory drops: the peak that did not fit
+  std::string detail;              ///< other drops: what refused the configuration
+  double need_bytes = 0;           ///< memory drops: the peak that did not fit
+  std::int32_t need_rank = 0;      ///< memory drops: the pipeline rank of that peak
+  std::string_view how = "needs";  ///< memory drops: "needs" (estimate) or "simulated peak"
 };
 
 /// Reports progress at most every 1/200 of the work, from whichever thread gets there.
@@ -172,24 +178,23 @@ class Search {
     ProgressReporter progress(options_, "estimating",
                               static_cast<std::int64_t>(candidates_.size()));
     const double usable = usable_bytes(r_);
-    parallel_for(
-        static_cast<std::int64_t>(candidates_.size()), options_.threads, [&](std::int64_t i) {
-          const auto k = static_cast<std::size_t>(i);
-          try {
-            Estimate e = estimator_.estimate(candidates_[k]);
-            if (e.peak_memory_bytes > usable) {
-              drops_[k] = Drop{.reason = DropReason::kMemory,
-                               .detail = memory_detail(r_, e.peak_memory_bytes, e.peak_rank,
-                                                       candidates_[k], "needs"),
-                               .need_bytes = e.peak_memory_bytes};
-            }
-            e.memory_bytes.clear();
-            estimates_[k] = std::move(e);
-          } catch (const InvalidConfig& error) {
-            drops_[k] = Drop{.reason = DropReason::kPolicy, .detail = error.what()};
-          }
-          progress.tick();
-        });
+    parallel_for(static_cast<std::int64_t>(candidates_.size()), options_.threads,
+                 [&](std::int64_t i) {
+                   const auto k = static_cast<std::size_t>(i);
+                   try {
+                     Estimate e = estimator_.estimate(candidates_[k]);
+                     if (e.peak_memory_bytes > usable) {
+                       drops_[k] = Drop{.reason = DropReason::kMemory,
+                                        .need_bytes = e.peak_memory_bytes,
+                                        .need_rank = e.peak_rank};
+                     }
+                     e.memory_bytes.clear();
+                     estimates_[k] = std::move(e);
+                   } catch (const InvalidConfig& error) {
+                     drops_[k] = Drop{.reason = DropReason::kPolicy, .detail = error.what()};
+                   }
+                   progress.tick();
+                 });
   }
 
   std::vector<std::size_t> feasible_by_bound() const {
@@ -229,9 +234,9 @@ class Search {
         PlannedConfig p = planned(candidates_[k], e, estimate, r_);
         if (p.peak_memory_bytes > usable) {
           drop = Drop{.reason = DropReason::kMemory,
-                      .detail = memory_detail(r_, p.peak_memory_bytes, peak_rank(e), candidates_[k],
-                                              "simulated peak"),
-                      .need_bytes = p.peak_memory_bytes};
+                      .need_bytes = p.peak_memory_bytes,
+                      .need_rank = peak_rank(e),
+                      .how = "simulated peak"};
         } else {
           done = Simulated{.time = e.result.makespan, .index = k, .config = std::move(p)};
         }
@@ -268,21 +273,24 @@ class Search {
   // the detail of its least-memory configuration.
   void collect_drops(PlanResult& out) const {
     std::map<std::pair<DropReason, std::string>, std::size_t> families;
-    std::map<std::size_t, double> least;
+    std::map<std::size_t, std::size_t> least;  // memory family -> its least-memory candidate
     for (std::size_t i = 0; i < candidates_.size(); ++i) {
       if (!drops_[i]) continue;
       const Drop& d = *drops_[i];
       ++out.stats.dropped[static_cast<std::size_t>(d.reason)];
       auto [it, fresh] =
           families.try_emplace({d.reason, family_of(candidates_[i])}, out.dropped.size());
-      if (fresh) {
-        out.dropped.push_back({d.reason, it->first.second, d.detail, 0});
-        least[it->second] = d.need_bytes;
-      } else if (d.reason == DropReason::kMemory && d.need_bytes < least[it->second]) {
-        out.dropped[it->second].detail = d.detail;
-        least[it->second] = d.need_bytes;
+      if (fresh) out.dropped.push_back({d.reason, it->first.second, d.detail, 0});
+      if (d.reason == DropReason::kMemory) {
+        auto [low, first] = least.try_emplace(it->second, i);
+        if (!first && d.need_bytes < drops_[low->second]->need_bytes) low->second = i;
       }
       ++out.dropped[it->second].configurations;
+    }
+    for (const auto& [family, i] : least) {
+      const Drop& d = *drops_[i];
+      out.dropped[family].detail =
+          memory_detail(r_, d.need_bytes, d.need_rank, candidates_[i], d.how);
     }
   }
 

@@ -73,6 +73,10 @@ std::vector<std::int32_t> parse_small_size_list(std::string_view flag, std::stri
   return parse_positive<std::int32_t>(flag, text);
 }
 
+std::vector<std::int64_t> parse_int64_list(std::string_view flag, std::string_view text) {
+  return parse_positive<std::int64_t>(flag, text, false);
+}
+
 std::vector<std::int32_t> parse_int32_list(std::string_view flag, std::string_view text) {
   return parse_positive<std::int32_t>(flag, text, false);
 }

@@ -15,6 +15,9 @@ namespace metron::cli {
 /// "4,8" → {4, 8}: integers ≥ 1, no duplicates.
 std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view text);
 
+/// "7,8,8,7" → {7, 8, 8, 7}: integers ≥ 1 in the order given, repeats allowed.
+std::vector<std::int64_t> parse_int64_list(std::string_view flag, std::string_view text);
+
 /// As parse_size_list, for 32-bit values (group-size multiples).
 std::vector<std::int32_t> parse_small_size_list(std::string_view flag, std::string_view text);
 

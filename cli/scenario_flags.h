@@ -21,6 +21,7 @@ struct ScenarioFlags {
   std::optional<std::int64_t> gpus;
   std::optional<std::int64_t> tp, pp, dp, vp, cp, ep;
   std::optional<std::int64_t> first_stage_layers, last_stage_layers;
+  std::optional<std::string> pipeline_layers;
   bool sp = false;
   bool no_sp = false;
   std::optional<std::int64_t> microbatch_size, global_batch, microbatches, seq;

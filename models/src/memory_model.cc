@@ -90,7 +90,7 @@ void check_rank_split(const ModelSpec& model, const ParallelSpec& spec,
   detail::check_positive(problems, "pp", spec.pp);
   detail::check_positive(problems, "ep", spec.ep);
   // An uneven split is checked by pipeline_rank_layers (layers_on_rank).
-  if (!spec.first_stage_layers && !spec.last_stage_layers) {
+  if (!spec.uneven_split()) {
     detail::check_divisible(problems, "layers", model.layers, "pp", spec.pp);
   }
   detail::check_divisible(problems, "heads", model.heads, "tp", spec.tp);
@@ -111,7 +111,7 @@ void check_rank_split(const ModelSpec& model, const ParallelSpec& spec,
 // The transformer layers `pipeline_rank` holds (Note [uneven stages] in parallel_spec.h).
 std::int64_t layers_on_rank(const ModelSpec& model, const ParallelSpec& spec,
                             std::int64_t pipeline_rank) {
-  if (!spec.first_stage_layers && !spec.last_stage_layers) return model.layers / spec.pp;
+  if (!spec.uneven_split()) return model.layers / spec.pp;
   return pipeline_rank_layers(model, spec)[static_cast<std::size_t>(pipeline_rank)];
 }
 

@@ -13,9 +13,11 @@
 namespace metron::models {
 namespace {
 
+using detail::brief;
 using detail::check_at_most;
 using detail::check_divisible;
 using detail::check_positive;
+using detail::fail;
 using detail::Json;
 using detail::ObjectReader;
 using detail::read_bool;
@@ -123,9 +125,40 @@ void check_limits(std::vector<std::string>& problems, const ParallelSpec& spec) 
 }
 
 // Note [uneven stages]: each pipeline rank's layers, or nothing with the reasons in `problems`.
+// pipeline_layers: pp counts, each positive and divisible by vp, adding up to the layers.
+std::vector<std::int64_t> listed_layers(std::vector<std::string>& problems,
+                                        const ParallelSpec& spec, const ModelSpec& model) {
+  const std::size_t before = problems.size();
+  const std::vector<std::int64_t>& list = spec.pipeline_layers;
+  if (spec.first_stage_layers || spec.last_stage_layers) {
+    problems.push_back(
+        "pipeline_layers names every rank's layers; expected no first_stage_layers or "
+        "last_stage_layers beside it");
+  }
+  if (std::ssize(list) != spec.pp) {
+    problems.push_back("pipeline_layers has " + std::to_string(list.size()) +
+                       " counts; expected one per pipeline rank, pp = " + std::to_string(spec.pp));
+  }
+  std::int64_t sum = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string name = "pipeline_layers[" + std::to_string(i) + "]";
+    check_positive(problems, name, list[i]);
+    check_at_most(problems, name, list[i], kMaxLayers, "the limit of layers");
+    check_divisible_by(problems, name, list[i], {{"vp", spec.vp}});
+    if (list[i] > 0 && list[i] <= kMaxLayers) sum += list[i];
+  }
+  if (problems.size() == before && sum != model.layers) {
+    problems.push_back("pipeline_layers add up to " + std::to_string(sum) +
+                       "; expected the model's layers (" + std::to_string(model.layers) + ")");
+  }
+  if (problems.size() != before) return {};
+  return list;
+}
+
 std::vector<std::int64_t> split_layers(std::vector<std::string>& problems, const ParallelSpec& spec,
                                        const ModelSpec& model) {
   const std::size_t before = problems.size();
+  if (!spec.pipeline_layers.empty()) return listed_layers(problems, spec, model);
   if (!spec.first_stage_layers && !spec.last_stage_layers) {
     check_divisible_by(problems, "layers", model.layers, {{"pp", spec.pp}, {"vp", spec.vp}});
     if (problems.size() != before || spec.pp <= 0 || model.layers <= 0) return {};
@@ -267,6 +300,22 @@ void read_optional_size(ObjectReader& in, std::string_view key, std::optional<st
   out = read_positive_integer(*v, in.path_of(key));
 }
 
+// A list of positive layer counts, no longer than a model's layers can be.
+std::vector<std::int64_t> read_layer_list(const Json& v, const std::string& path) {
+  if (!v.is_array() || v.empty()) {
+    fail(path, "expected a list of positive layer counts, one per pipeline rank, got " + brief(v));
+  }
+  if (std::ssize(v) > kMaxLayers) {
+    fail(path, "expected at most " + std::to_string(kMaxLayers) +
+                   " counts (the limit of layers), got " + std::to_string(v.size()));
+  }
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out.push_back(read_positive_integer(v[i], path + "[" + std::to_string(i) + "]"));
+  }
+  return out;
+}
+
 ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   ObjectReader in(root, "", diagnostics);
   ParallelSpec spec;
@@ -298,6 +347,9 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   }
   read_optional_size(in, "first_stage_layers", spec.first_stage_layers);
   read_optional_size(in, "last_stage_layers", spec.last_stage_layers);
+  if (const Json* v = in.find("pipeline_layers"); v != nullptr && !v->is_null()) {
+    spec.pipeline_layers = read_layer_list(*v, in.path_of("pipeline_layers"));
+  }
   in.finish();
   return spec;
 }
@@ -389,6 +441,7 @@ std::string to_json(const ParallelSpec& spec) {
   out["scatter_gather_p2p"] = spec.scatter_gather_p2p;
   out["first_stage_layers"] = optional_json(spec.first_stage_layers);
   out["last_stage_layers"] = optional_json(spec.last_stage_layers);
+  if (!spec.pipeline_layers.empty()) out["pipeline_layers"] = spec.pipeline_layers;
   return detail::dump_line(out, "parallel configuration");
 }
 

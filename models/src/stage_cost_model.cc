@@ -14,7 +14,7 @@ namespace metron::models {
 std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const ParallelSpec& spec,
                                              std::span<const std::int32_t> stage_ranks) {
   const std::int64_t stages = spec.pp * spec.vp;
-  const bool even = !spec.first_stage_layers && !spec.last_stage_layers;
+  const bool even = !spec.uneven_split();
   if (even && (stages <= 0 || model.layers % stages != 0)) {
     throw InvalidConfig("stage costs: layers (" + std::to_string(model.layers) +
                         ") must be divisible by pp·vp (" + std::to_string(stages) + ")");

@@ -147,7 +147,7 @@ std::string summary_text(const Evaluation& e) {
       p.microbatches().value_or(0), s.schedule.name,
       p2p_mode(s.schedule) == lowering::P2PMode::kBatched ? "batched" : "async",
       s.model && p.p2p_scatter_gather() ? ", scatter/gather" : "", sync::to_string(s.sync.policy));
-  if (s.model && (p.first_stage_layers || p.last_stage_layers)) {
+  if (s.model && p.uneven_split()) {
     // Note [uneven stages]: say how the layers split, as runs of equal counts ("7, 8 x 14, 7").
     const std::vector<std::int64_t> layers = models::pipeline_rank_layers(*s.model, p);
     std::string runs;

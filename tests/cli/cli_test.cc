@@ -235,6 +235,17 @@ TEST_F(Cli, SimulateSplitsLayersUnevenlyOverThePipeline) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_THAT(bad.err, HasSubstr("layers (126) - first_stage_layers (5) = 121 must split evenly, "
                                  "at least one each, over the 15 other pipeline ranks"));
+  // Every rank's count, as a list: 8 on fifteen ranks and 6 on the last.
+  Outcome listed = metron(flags + " --pipeline-layers 8,8,8,8,8,8,8,8,8,8,8,8,8,8,8,6");
+  EXPECT_EQ(listed.code, 0) << listed.err;
+  EXPECT_THAT(listed.out, HasSubstr("layers per rank       8 x 15, 6"));
+  Outcome sum = metron(flags + " --pipeline-layers 8,8,8,8,8,8,8,8,8,8,8,8,8,8,8,8");
+  EXPECT_EQ(sum.code, 2);
+  EXPECT_THAT(sum.err,
+              HasSubstr("pipeline_layers add up to 128; expected the model's layers (126)"));
+  Outcome both = metron(flags + " --pipeline-layers 126 --first-stage-layers 7");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("expected one way to split the layers, got both"));
 }
 
 TEST_F(Cli, PresetsListsEveryModelWithItsSize) {

@@ -230,6 +230,12 @@ TEST(RankParameters, UnevenStagesHoldTheirOwnLayerCounts) {
   EXPECT_EQ(rank_parameters(model, spec, 2).dense, 968);
   // The state follows the parameters: DDP keeps 2-byte weights and gradients per parameter.
   EXPECT_DOUBLE_EQ(state_memory(model, spec, StatePolicy::kDdp, 1).weights, 2 * 3488.0);
+  // An explicit list, 2, 1, 3: rank 0 2·872 + 112 = 1856, rank 1 872, rank 2 3·872 + 96 = 2712.
+  ParallelSpec listed{.pp = 3};
+  listed.pipeline_layers = {2, 1, 3};
+  EXPECT_EQ(rank_parameters(model, listed, 0).dense, 1856);
+  EXPECT_EQ(rank_parameters(model, listed, 1).dense, 872);
+  EXPECT_EQ(rank_parameters(model, listed, 2).dense, 2712);
 }
 
 // Tied embeddings: one rank shares the word embeddings with the head: 4·872 + 112 + 16 = 3616.

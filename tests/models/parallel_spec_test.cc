@@ -169,6 +169,55 @@ TEST(ValidateParallel, RejectsUnevenStagesThatDoNotAddUp) {
               ThrowsMessage<InvalidConfig>(HasSubstr("expected 0, as the two ranks")));
 }
 
+// pipeline_layers names every rank's count: 7, 8 x 14, 7 is what first/last 7 give; 8 x 15, 6
+// (a split first/last cannot express) works as well, on two chunks each too.
+TEST(ValidateParallel, AcceptsAnExplicitListOfEveryRanksLayers) {
+  const ModelSpec& llama = model_preset("llama3-405b");
+  ParallelSpec ends{.tp = 8, .pp = 16, .dp = 8, .global_batch = 2048};
+  ends.first_stage_layers = 7;
+  ends.last_stage_layers = 7;
+  ParallelSpec listed{.tp = 8, .pp = 16, .dp = 8, .global_batch = 2048};
+  listed.pipeline_layers = pipeline_rank_layers(llama, ends);
+  EXPECT_NO_THROW(validate(listed, llama, 1024));
+  EXPECT_TRUE(listed.uneven_split());
+  EXPECT_EQ(pipeline_rank_layers(llama, listed), pipeline_rank_layers(llama, ends));
+  listed.pipeline_layers.assign(16, 8);
+  listed.pipeline_layers.back() = 6;
+  listed.vp = 2;
+  EXPECT_NO_THROW(validate(listed, llama, 1024));
+  EXPECT_EQ(pipeline_rank_layers(llama, listed), listed.pipeline_layers);
+  EXPECT_FALSE(ParallelSpec{}.uneven_split());
+}
+
+TEST(ValidateParallel, RejectsAListThatDoesNotAddUp) {
+  const ModelSpec& llama = model_preset("llama3-405b");
+  const std::string where = "invalid parallel configuration for model \"llama3-405b\": ";
+  ParallelSpec spec{.tp = 8, .pp = 16, .dp = 8, .global_batch = 2048};
+  spec.pipeline_layers = {63, 63};
+  expect_invalid(spec, llama,
+                 where + "pipeline_layers has 2 counts; expected one per pipeline rank, pp = 16");
+  spec.pipeline_layers.assign(16, 8);
+  expect_invalid(spec, llama,
+                 where + "pipeline_layers add up to 128; expected the model's layers (126)");
+  spec.pipeline_layers.back() = 6;
+  spec.pipeline_layers.front() = 0;
+  expect_invalid(spec, llama, where + "pipeline_layers[0]: expected a positive integer, got 0");
+  spec.pipeline_layers.front() = 8;
+  spec.pipeline_layers[1] = 7;
+  spec.pipeline_layers[2] = 9;
+  spec.vp = 2;
+  expect_invalid(spec, llama,
+                 where +
+                     "2 problems\n  - pipeline_layers[1] (7) must be divisible by vp (2)\n"
+                     "  - pipeline_layers[2] (9) must be divisible by vp (2)");
+  spec.vp = 1;
+  spec.first_stage_layers = 8;
+  expect_invalid(spec, llama,
+                 where +
+                     "pipeline_layers names every rank's layers; expected no "
+                     "first_stage_layers or last_stage_layers beside it");
+}
+
 TEST(ValidateParallel, AcceptsAnMoeModelWithExpertParallel) {
   // 8 experts / ep 4 = 2 per rank; dp·cp = 4·2 = 8 ranks / ep 4 = 2 expert replicas.
   const ParallelSpec spec{.dp = 4, .cp = 2, .ep = 4, .num_microbatches = 4};
@@ -377,6 +426,22 @@ TEST(ParallelJson, WritesUnsetOptionalsAsNull) {
             R"("recompute":"none","attention":"unfused","tp_comm_overlap":false,"fp8":"off",)"
             R"("scatter_gather_p2p":false,"first_stage_layers":null,"last_stage_layers":null})"
             "\n");
+}
+
+// pipeline_layers is written only when given, after the other keys.
+TEST(ParallelJson, WritesAndReadsTheListOfEveryRanksLayers) {
+  ParallelSpec spec{.pp = 3};
+  spec.pipeline_layers = {2, 1, 3};
+  EXPECT_THAT(to_json(spec), HasSubstr(R"("last_stage_layers":null,"pipeline_layers":[2,1,3]})"));
+  EXPECT_EQ(parallel_from_json(to_json(spec)), spec);
+  EXPECT_EQ(parallel_from_json(R"({"pipeline_layers":null})"), ParallelSpec{});
+  EXPECT_THAT([] { (void)parallel_from_json(R"({"pipeline_layers":8})", "p.json"); },
+              ThrowsMessage<ParseError>(HasSubstr(
+                  "pipeline_layers: expected a list of positive layer counts, one per pipeline "
+                  "rank, got 8")));
+  EXPECT_THAT([] { (void)parallel_from_json(R"({"pipeline_layers":[8,-1]})", "p.json"); },
+              ThrowsMessage<ParseError>(
+                  HasSubstr("pipeline_layers[1]: expected a positive integer, got -1")));
 }
 
 TEST(ParallelJson, RoundTrips) {

@@ -238,6 +238,35 @@ TEST(StepBuilder, UnevenStagesRunTheirOwnLayerCounts) {
   }
 }
 
+// pipeline_layers: gpt3-125m's 12 layers as 4, 4, 3, 1 (a split first/last counts cannot express).
+// The forwards run those ranges, and the step is the one the same counts in first/last form
+// would give where they can: 2, 4, 4, 2 builds the same graph as first 2, last 2.
+TEST(StepBuilder, AListOfEveryRanksLayersRunsItsOwnRanges) {
+  Scenario s = gpt_125m(1, 4, 1);
+  s.parallel.pipeline_layers = {4, 4, 3, 1};
+  const Step step = build_step(s);
+  const std::map<std::int32_t, ir::LayerRange> expected{
+      {0, {0, 4}}, {1, {4, 8}}, {2, {8, 11}}, {3, {11, 12}}};
+  int forwards = 0;
+  for (const ir::Task& t : step.graph.tasks()) {
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
+    ++forwards;
+    EXPECT_EQ(t.layers, expected.at(t.stage.value())) << t.label;
+  }
+  EXPECT_EQ(forwards, 16);
+  Scenario ends = gpt_125m(1, 4, 1);
+  ends.parallel.first_stage_layers = 2;
+  ends.parallel.last_stage_layers = 2;
+  Scenario listed = gpt_125m(1, 4, 1);
+  listed.parallel.pipeline_layers = {2, 4, 4, 2};
+  const Evaluation a = evaluate(ends);
+  const Evaluation b = evaluate(listed);
+  EXPECT_EQ(a.result.makespan, b.result.makespan);
+  EXPECT_EQ(a.step.costs.forward, b.step.costs.forward);
+  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+}
+
 // zero_per_tensor_collectives (Note [per-tensor host work]): a ZeRO-3 collective of `count`
 // calls pays count latencies on bytes/count each, plus 6 us of host time per call and rank of the
 // group (dp = 16 on 2 nodes). gpt3-125m's tensors: per layer 12, of which 4 weight matrices are

@@ -5,7 +5,8 @@
 //   {"tp": 8, "pp": 16, "dp": 8, "vp": 2, "cp": 1, "ep": 1, "sequence_parallel": true,
 //    "microbatch_size": 1, "global_batch": 1536, "num_microbatches": null, "seq_len": 2048,
 //    "recompute": "none", "attention": "unfused", "tp_comm_overlap": false, "fp8": "off",
-//    "scatter_gather_p2p": false, "first_stage_layers": null, "last_stage_layers": null}
+//    "scatter_gather_p2p": false, "first_stage_layers": null, "last_stage_layers": null,
+//    "pipeline_layers": [7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7]}
 //
 // Every key is optional: sizes default to 1, sequence_parallel to false, microbatch_size to 1,
 // recompute to "none", attention to "unfused", tp_comm_overlap to false, fp8 to "off",
@@ -19,7 +20,10 @@
 // layers of the first and of the last pipeline rank; the other ranks split the rest evenly, and
 // each rank splits its layers evenly over its vp chunks (Megatron-Core's
 // get_num_layers_to_build). Unset, every rank holds layers/pp. Llama 3 405B's 126 layers on
-// pp 16, for instance: first and last 7, the 14 others 8.
+// pp 16, for instance: first and last 7, the 14 others 8. pipeline_layers names every rank's
+// count instead, pp of them adding up to the layers, each divisible by vp (any split, such as
+// 8, 8 x 14, 6, which first/last cannot express); it excludes the first/last counts and is
+// written to JSON only when given.
 //
 // Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
 // then pp; the ep ranks of an expert layer are carved out of the dp·cp ranks. This decides which
@@ -101,7 +105,13 @@ struct ParallelSpec {
   /// Layers of the first and of the last pipeline rank (Note [uneven stages]); unset: even.
   std::optional<std::int64_t> first_stage_layers;
   std::optional<std::int64_t> last_stage_layers;
+  /// Every pipeline rank's layers (Note [uneven stages]); empty: even, or first/last.
+  std::vector<std::int64_t> pipeline_layers;
 
+  /// Whether the layers split other than evenly (Note [uneven stages]).
+  [[nodiscard]] bool uneven_split() const {
+    return first_stage_layers || last_stage_layers || !pipeline_layers.empty();
+  }
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }
   /// num_microbatches, else global_batch / (microbatch_size · dp); nullopt when neither is set
@@ -125,7 +135,8 @@ struct ParallelSpec {
 
 /// The transformer layers of each pipeline rank (Note [uneven stages]). Throws InvalidConfig
 /// when they do not add up: a first or last count with pp = 1 or not below the layers, the rest
-/// not divisible by the other ranks, a rank's layers not divisible by vp.
+/// not divisible by the other ranks, a rank's layers not divisible by vp; pipeline_layers with
+/// first/last, with other than pp counts or with a sum other than the layers.
 std::vector<std::int64_t> pipeline_rank_layers(const ModelSpec& model, const ParallelSpec& spec);
 
 /// Throws InvalidConfig listing every problem of `spec` for `model` (and `gpus` when given):

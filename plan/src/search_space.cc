@@ -88,7 +88,9 @@ class Enumerator {
                                     : std::max<std::int64_t>(1, r_.hardware.gpus_per_node);
     for (std::int64_t tp : values_or(r_.space.tp, range(1, max_tp))) {
       if (!tensor_parallel_fits(tp)) continue;
-      for (std::int64_t cp : values_or(r_.space.cp, {1})) over_cp(tp, cp);
+      for (std::int64_t cp : values_or(r_.space.cp, default_context_parallel_sizes(seq_))) {
+        over_cp(tp, cp);
+      }
     }
     return std::move(out_);
   }
@@ -375,6 +377,14 @@ std::optional<std::pair<std::int64_t, std::int64_t>> uneven_stage_layers(std::in
     if (middle % vp == 0 && middle >= edge) return std::make_pair(edge, edge);
   }
   return std::nullopt;
+}
+
+std::vector<std::int64_t> default_context_parallel_sizes(std::int64_t seq) {
+  std::vector<std::int64_t> out = {1};
+  for (std::int64_t cp = 2; seq / cp >= kMinContextShard && seq % (2 * cp) == 0; cp *= 2) {
+    out.push_back(cp);
+  }
+  return out;
 }
 
 bool takes_many_chunks(std::string_view schedule) noexcept {

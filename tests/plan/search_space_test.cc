@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <set>
+#include <vector>
 
 #include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
@@ -51,6 +54,25 @@ TEST(SearchSpace, CountsATinySpaceByHand) {
     EXPECT_EQ(c.schedule, "1f1b");
     EXPECT_EQ(c.policy, sync::SyncPolicy::kMegatronDistopt);
   }
+}
+
+// Context parallelism is searched by default only for long sequences: powers of two that leave
+// each rank at least 8,192 tokens, 2·cp dividing the sequence.
+TEST(SearchSpace, SearchesContextParallelismForLongSequences) {
+  EXPECT_EQ(default_context_parallel_sizes(2048), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(default_context_parallel_sizes(8192), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(default_context_parallel_sizes(32768), (std::vector<std::int64_t>{1, 2, 4}));
+  EXPECT_EQ(default_context_parallel_sizes(131072), (std::vector<std::int64_t>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(default_context_parallel_sizes(24576), (std::vector<std::int64_t>{1, 2}));  // 3·8192
+  PlanRequest r = request("gpt3-1.3b", 64, 16);
+  r.seq_len = 32768;
+  r.space.tp = {1};
+  r.space.schedules = {"1f1b"};
+  std::set<std::int64_t> cps;
+  for (const Candidate& c : enumerate_space(r).candidates) cps.insert(c.parallel.cp);
+  EXPECT_EQ(cps, (std::set<std::int64_t>{1, 2, 4}));
+  r.seq_len = 2048;
+  for (const Candidate& c : enumerate_space(r).candidates) EXPECT_EQ(c.parallel.cp, 1);
 }
 
 TEST(SearchSpace, EveryCandidatePassesTheModelsValidationWithinTheGpusAndBatch) {

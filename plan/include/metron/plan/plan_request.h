@@ -8,7 +8,8 @@
 //   list when the list is not empty (one value fixes the field), else from its default range:
 //
 //     tp                 1 .. max_tp (default: GPUs per node; the heads decide which divide)
-//     cp                 1 (context parallelism is searched only when listed)
+//     cp                 1, and for long sequences every power of two that leaves each rank at
+//                        least 8,192 of the sequence's tokens (default_context_parallel_sizes)
 //     pp                 1 .. max_pp (default: the layers)
 //     vp                 the schedule's chunks per rank: 1 for one-chunk schedules, 2 for V
 //                        schedules and DualPipe, 2 .. max_vp for the interleaved schedules

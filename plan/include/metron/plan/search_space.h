@@ -64,6 +64,14 @@ std::string family_of(const Candidate& candidate);
 /// The others run one chunk, or their fixed count.
 bool takes_many_chunks(std::string_view schedule) noexcept;
 
+/// The context-parallel sizes the search tries when none are listed (Note [plan space]): 1, and
+/// 2, 4, 8, ... while each rank keeps at least kMinContextShard tokens of the sequence and
+/// 2·cp divides it (Megatron's load-balanced split). The shard is the smallest a published run
+/// used: Llama 3 405B at 131,072 tokens on cp 16 (Llama Team, "The Llama 3 Herd of Models",
+/// 2024, §3.3.2). seq 8,192: {1}; 32,768: {1, 2, 4}; 131,072: {1, 2, 4, 8, 16}.
+std::vector<std::int64_t> default_context_parallel_sizes(std::int64_t seq);
+inline constexpr std::int64_t kMinContextShard = 8192;
+
 /// Megatron's uneven split (Note [uneven stages]) for layers that do not divide over pp·vp:
 /// {first, last}, the layers of the first and of the last pipeline rank, the others holding the
 /// rest evenly. The edges hold no more than a middle rank (they also hold the embedding and the

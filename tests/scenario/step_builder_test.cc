@@ -188,6 +188,20 @@ TEST(StepBuilder, AProfilesSlowdownReplacesTheHardwares) {
 // Note [pipeline scatter/gather] (lowering/intra_layer.h): each tensor-parallel rank sends 1/tp
 // of the boundary tensor (b·s·h elements) and the receiving stage all-gathers the whole of it
 // over its tensor-parallel group; expected from the communication model's formulas directly.
+/// Checks that every forward of `step` runs the layers `expected` gives its stage; returns how
+/// many forwards there are.
+int expect_forward_layers(const Step& step,
+                          const std::map<std::int32_t, ir::LayerRange>& expected) {
+  int forwards = 0;
+  for (const ir::Task& t : step.graph.tasks()) {
+    const auto* c = std::get_if<ir::Compute>(&t.op);
+    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
+    ++forwards;
+    EXPECT_EQ(t.layers, expected.at(t.stage.value())) << t.label;
+  }
+  return forwards;
+}
+
 // Note [uneven stages]: gpt3-125m's 12 layers on pp 4 with 2 on the first and the last rank
 // leave 4 each for ranks 1 and 2. The forwards run those layer ranges; a middle stage's forward
 // is 4 layers' time and its activation stash 4 layers' bytes, the first stage's 2 layers'.
@@ -205,14 +219,7 @@ TEST(StepBuilder, UnevenStagesRunTheirOwnLayerCounts) {
   EXPECT_DOUBLE_EQ(step.costs.forward[2], 4 * layer.forward.seconds);
   const std::map<std::int32_t, ir::LayerRange> expected{
       {0, {0, 2}}, {1, {2, 6}}, {2, {6, 10}}, {3, {10, 12}}};
-  int forwards = 0;
-  for (const ir::Task& t : step.graph.tasks()) {
-    const auto* c = std::get_if<ir::Compute>(&t.op);
-    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
-    ++forwards;
-    EXPECT_EQ(t.layers, expected.at(t.stage.value())) << t.label;
-  }
-  EXPECT_EQ(forwards, 16);
+  EXPECT_EQ(expect_forward_layers(step, expected), 16);
   for (const ir::Buffer& b : step.graph.data().buffers) {
     if (b.name == "activation s0 mb0") {
       EXPECT_EQ(b.bytes, static_cast<std::int64_t>(2 * per_layer));
@@ -231,30 +238,20 @@ TEST(StepBuilder, UnevenStagesRunTheirOwnLayerCounts) {
   const Step vstep = build_step(v);
   const std::map<std::int32_t, ir::LayerRange> vexpected{
       {0, {0, 2}}, {1, {2, 6}}, {2, {6, 10}}, {3, {10, 12}}};
-  for (const ir::Task& t : vstep.graph.tasks()) {
-    const auto* c = std::get_if<ir::Compute>(&t.op);
-    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
-    EXPECT_EQ(t.layers, vexpected.at(t.stage.value())) << t.label;
-  }
+  EXPECT_GT(expect_forward_layers(vstep, vexpected), 0);
 }
 
 // pipeline_layers: gpt3-125m's 12 layers as 4, 4, 3, 1 (a split first/last counts cannot express).
 // The forwards run those ranges, and the step is the one the same counts in first/last form
-// would give where they can: 2, 4, 4, 2 builds the same graph as first 2, last 2.
+// would give where they can: 2, 4, 4, 2 simulates as first 2, last 2 does (time, stage costs,
+// memory).
 TEST(StepBuilder, AListOfEveryRanksLayersRunsItsOwnRanges) {
   Scenario s = gpt_125m(1, 4, 1);
   s.parallel.pipeline_layers = {4, 4, 3, 1};
   const Step step = build_step(s);
   const std::map<std::int32_t, ir::LayerRange> expected{
       {0, {0, 4}}, {1, {4, 8}}, {2, {8, 11}}, {3, {11, 12}}};
-  int forwards = 0;
-  for (const ir::Task& t : step.graph.tasks()) {
-    const auto* c = std::get_if<ir::Compute>(&t.op);
-    if (c == nullptr || c->phase != ir::Phase::kForward) continue;
-    ++forwards;
-    EXPECT_EQ(t.layers, expected.at(t.stage.value())) << t.label;
-  }
-  EXPECT_EQ(forwards, 16);
+  EXPECT_EQ(expect_forward_layers(step, expected), 16);
   Scenario ends = gpt_125m(1, 4, 1);
   ends.parallel.first_stage_layers = 2;
   ends.parallel.last_stage_layers = 2;

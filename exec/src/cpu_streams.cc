@@ -201,6 +201,7 @@ void CpuStreams::run_work(std::unique_lock<std::mutex>& lock, Stream& stream) {
   lock.lock();
   items_[item].end_ns = end;
   stream.running = false;
+  stream.last_done = static_cast<std::int64_t>(item);
   stream.ops.pop_front();
   if (error && !failure_) {  // the first failure is the one reported
     failure_ = error;
@@ -241,6 +242,7 @@ void CpuStreams::reset() {
     METRON_ASSERT(stream.ops.empty(),
                   "cpu streams: reset while " + quoted(stream.name) + " still has operations");
     stream.last_item = -1;
+    stream.last_done = -1;
   }
   items_.clear();
   events_.clear();
@@ -282,7 +284,8 @@ std::string CpuStreams::describe_stream(std::int32_t stream) const {
   if (failed_item_ >= 0 && items_[static_cast<std::size_t>(failed_item_)].stream == stream) {
     return head + "failed in " + label_of(failed_item_);
   }
-  if (st.ops.empty()) return head + "idle";
+  const std::string after = st.last_done >= 0 ? " after " + label_of(st.last_done) : "";
+  if (st.ops.empty()) return head + "idle" + after;
   if (failure_ || stopping_) return head + "stopped";
   const Op& op = st.ops.front();
   if (op.kind == OpKind::kWork) {
@@ -299,7 +302,7 @@ std::string CpuStreams::describe_stream(std::int32_t stream) const {
            stream_name(e.stream) +
            (e.after_item >= 0 ? " after " + label_of(e.after_item) : " before any work item");
   }
-  return head + "advancing";  // a record, or a wait whose event is set: done at once
+  return head + "advancing" + after;  // a record, or a wait whose event is set: done at once
 }
 
 }  // namespace metron::exec

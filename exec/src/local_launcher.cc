@@ -12,11 +12,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <thread>
 #include <utility>
 
 #include "metron/base/error.h"
@@ -125,6 +127,19 @@ std::size_t count_threads() {
     if (entry->d_name[0] != '.') ++n;
   }
   ::closedir(dir);
+  return n;
+}
+
+/// The threads of this process once those that are exiting have gone. A thread that was just
+/// joined (stop_blas_threads joins OpenBLAS's) is still listed in /proc/self/task for a moment:
+/// the kernel wakes its joiner before it removes the task. So a count above 1 is taken again,
+/// for up to 200 ms, before it counts as a thread that runs.
+std::size_t threads_after_exits() {
+  std::size_t n = count_threads();
+  for (int tries = 0; n > 1 && tries < 20; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    n = count_threads();
+  }
   return n;
 }
 
@@ -597,7 +612,7 @@ LaunchResult launch_local(const LaunchOptions& options, const WorkerFunction& wo
   if (options.timeout.count() < 0 || options.grace.count() < 0) {
     throw InvalidConfig("local launch: negative timeout or grace period; expected 0 or more");
   }
-  if (const std::size_t threads = count_threads(); threads > 1) {
+  if (const std::size_t threads = threads_after_exits(); threads > 1) {
     throw InternalError(__FILE__, __LINE__,
                         "launch_local called with " + std::to_string(threads) +
                             " threads running; it must fork before the process starts threads");

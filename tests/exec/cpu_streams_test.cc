@@ -343,6 +343,10 @@ TEST(CpuStreams, DescribeNamesAStreamBlockedOnAnEvent) {
                           "after \"0B0\""));
   release.open();
   streams.synchronize_all(kPatience);
+  // Idle, each stream says how far it got; reset() starts the record over.
+  EXPECT_THAT(streams.describe(), ElementsAre("stream 0 (compute): idle after \"0B0\"",
+                                              "stream 1 (dp): idle after \"ALL_REDUCE[dp0#0]\""));
+  streams.reset();
   EXPECT_THAT(streams.describe(), ElementsAre("stream 0 (compute): idle", "stream 1 (dp): idle"));
 }
 

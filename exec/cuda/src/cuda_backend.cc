@@ -140,6 +140,9 @@ struct CudaBackend::Impl {
       const std::lock_guard<std::mutex> lock(mutex);
       for (const Launched& l : launched) {
         const auto s = static_cast<std::size_t>(l.stream);
+        // An idle stream says how far it got, as the CPU backend's do: a hung peer's last
+        // status is often sampled between tasks.
+        if (!settled[s]) state[s] = "idle after " + l.label;
         if (settled[s] || cudaEventQuery(l.end) == cudaSuccess) continue;
         settled[s] = true;
         state[s] =

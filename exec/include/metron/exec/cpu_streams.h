@@ -119,7 +119,10 @@ class CpuStreams {
   /// What each stream is doing or waiting for, one line per stream, for the launcher's status
   /// and watchdog: `stream 1 (dp): waiting for event 3, recorded on stream 0 (compute) after
   /// "0B0"`; the other states are running "<label>", waiting for its turn on hardware queue Q
-  /// behind "<label>" (stream S), idle, failed in "<label>", and stopped.
+  /// behind "<label>" (stream S), idle, failed in "<label>", and stopped. Idle and the
+  /// instantaneous steps between items (advancing) add `after "<label>"`, the last item the
+  /// stream completed since the last reset(): a status is sampled, so the one a hung rank left
+  /// behind is often of such a moment, and it still has to say how far the stream got.
   [[nodiscard]] std::vector<std::string> describe() const;
 
  private:
@@ -146,7 +149,8 @@ class CpuStreams {
     std::string name;
     std::deque<Op> ops;  // the front is running or blocked; popped when it completes
     std::int64_t last_item = -1;
-    bool running = false;  // the front is a work item that has started
+    std::int64_t last_done = -1;  // the last work item that completed on it, for describe()
+    bool running = false;         // the front is a work item that has started
   };
 
   void stop_and_join() noexcept;

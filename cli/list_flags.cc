@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <limits>
+#include <type_traits>
 
 #include "metron/base/error.h"
 #include "metron/pipeline/registry.h"
@@ -63,6 +64,19 @@ std::vector<Int> parse_positive(std::string_view flag, std::string_view text, bo
   return values;
 }
 
+/// The items as the values `parse` names (nullopt: not a name), repeats dropped.
+template <class Parse>
+auto parse_names(std::string_view flag, std::string_view text, std::string_view expected,
+                 Parse parse) {
+  std::vector<typename std::invoke_result_t<Parse, std::string_view>::value_type> values;
+  for (const std::string_view item : split(flag, text, expected)) {
+    const auto value = parse(item);
+    if (!value) reject(flag, item, expected);
+    add_once(values, *value);
+  }
+  return values;
+}
+
 }  // namespace
 
 std::vector<std::int64_t> parse_size_list(std::string_view flag, std::string_view text) {
@@ -82,14 +96,19 @@ std::vector<std::int32_t> parse_int32_list(std::string_view flag, std::string_vi
 }
 
 std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::string_view text) {
-  constexpr std::string_view kExpected = "none, selective or full, separated by commas";
-  std::vector<models::Recompute> values;
-  for (const std::string_view item : split(flag, text, kExpected)) {
-    const std::optional<models::Recompute> value = models::parse_recompute(item);
-    if (!value) reject(flag, item, kExpected);
-    add_once(values, *value);
-  }
-  return values;
+  return parse_names(flag, text, "none, selective or full, separated by commas",
+                     models::parse_recompute);
+}
+
+std::vector<models::AttentionKernel> parse_attention_list(std::string_view flag,
+                                                          std::string_view text) {
+  return parse_names(flag, text, "unfused or fused, separated by commas",
+                     models::parse_attention_kernel);
+}
+
+std::vector<models::Fp8Recipe> parse_fp8_list(std::string_view flag, std::string_view text) {
+  return parse_names(flag, text, "off, delayed or current, separated by commas",
+                     models::parse_fp8_recipe);
 }
 
 std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_view text) {

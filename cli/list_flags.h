@@ -27,6 +27,13 @@ std::vector<std::int32_t> parse_int32_list(std::string_view flag, std::string_vi
 /// "none,selective" → recompute modes.
 std::vector<models::Recompute> parse_recompute_list(std::string_view flag, std::string_view text);
 
+/// "unfused,fused" → attention kernels.
+std::vector<models::AttentionKernel> parse_attention_list(std::string_view flag,
+                                                          std::string_view text);
+
+/// "off,delayed" → FP8 recipes.
+std::vector<models::Fp8Recipe> parse_fp8_list(std::string_view flag, std::string_view text);
+
 /// Registry names (checked against schedules/registry.h), or "all" (plan::kAllPlanSchedules).
 std::vector<std::string> parse_schedule_list(std::string_view flag, std::string_view text);
 

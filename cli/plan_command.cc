@@ -37,8 +37,8 @@ namespace {
 struct PlanFlags {
   std::optional<std::string> model, hardware;
   std::optional<std::int64_t> gpus, global_batch, seq;
-  std::optional<std::string> tp, pp, dp, vp, cp, ep, microbatch_size, sp, recompute, schedules,
-      group_size_multiples, sync, bucket_sizes;
+  std::optional<std::string> tp, pp, dp, vp, cp, ep, microbatch_size, sp, recompute, attention, fp8,
+      tp_comm_overlap, schedules, group_size_multiples, sync, bucket_sizes;
   std::optional<std::int64_t> max_tp, max_pp, max_vp, max_microbatch_size;
   std::optional<double> memory_headroom;
   std::int32_t top = 10;
@@ -71,6 +71,9 @@ plan::PlanSpace space_of(const PlanFlags& f) {
   set_list(s.microbatch_size, f.microbatch_size, "--microbatch-size", parse_size_list);
   set_list(s.sequence_parallel, f.sp, "--sp", parse_on_off_both);
   set_list(s.recompute, f.recompute, "--recompute", parse_recompute_list);
+  set_list(s.attention, f.attention, "--attention", parse_attention_list);
+  set_list(s.fp8, f.fp8, "--fp8", parse_fp8_list);
+  set_list(s.tp_comm_overlap, f.tp_comm_overlap, "--tp-comm-overlap", parse_on_off_both);
   set_list(s.schedules, f.schedules, "--schedules", parse_schedule_list);
   set_list(s.group_size_multiples, f.group_size_multiples, "--group-size-multiples",
            parse_small_size_list);
@@ -226,9 +229,12 @@ constexpr const char* kDescription =
     "  with tp·pp·dp·cp <= --gpus; ep 1 (MoE: divisors of the experts dividing dp·cp);\n"
     "  microbatch size every divisor of global batch / dp up to --max-microbatch-size (16);\n"
     "  sequence parallelism on whenever tp > 1 and tp·cp divides the sequence; recompute none,\n"
-    "  selective, full; schedules 1f1b, interleaved-1f1b (at pp 1 only 1f1b, which the others\n"
-    "  equal there); group size 1·pp; sync megatron-distopt, each policy with the overlap its\n"
-    "  system recommends; bucket size the policy's default.\n"
+    "  selective, full; attention unfused, fp8 off and tp comm overlap off (each as 'simulate'\n"
+    "  assumes: fused kernels, FP8 and userbuffers need software and a numerics choice, so they\n"
+    "  are searched only where listed; the overlap only at tp > 1 with sequence parallelism);\n"
+    "  schedules 1f1b, interleaved-1f1b (at pp 1 only 1f1b, which the others equal there);\n"
+    "  group size 1·pp; sync megatron-distopt, each policy with the overlap its system\n"
+    "  recommends; bucket size the policy's default.\n"
     "\n"
     "How: rules first (divisibility, schedule limits) drop whole families; the memory model\n"
     "drops what does not fit in (1 - --memory-headroom) of the GPU; a lower bound on the\n"
@@ -260,6 +266,15 @@ void add_space_flags(CLI::App& cmd, PlanFlags& f) {
   g.add_option("--sp", f.sp, "sequence parallelism at tp > 1: on (default), off or both")
       ->type_name("on|off|both");
   add_list(g, "--recompute", f.recompute, "none, selective, full (default: all three)");
+  add_list(g, "--attention", f.attention,
+           "attention kernels: unfused, fused (flash-style; default: unfused)");
+  add_list(g, "--fp8", f.fp8,
+           "FP8 recipes for the layers' GEMMs: off, delayed, current (default: off; needs a GPU "
+           "with an fp8 peak)");
+  g.add_option("--tp-comm-overlap", f.tp_comm_overlap,
+               "Transformer Engine's tensor-parallel communication overlap at tp > 1 with "
+               "sequence parallelism: off (default), on or both")
+      ->type_name("on|off|both");
   add_list(g, "--schedules", f.schedules,
            "pipeline schedules (see 'metron schedule --help'), or all = " +
                std::string(plan::kAllPlanSchedules) + " (default: 1f1b,interleaved-1f1b)");
@@ -313,7 +328,8 @@ void add_plan_command(CLI::App& app) {
   cmd->add_option("--compare-with", f->compare_with,
                   "a configuration to place against the ranking, e.g. \"tp8 pp16 dp128 mbs1\n"
                   "1f1b\" (tpN ppN dpN cpN epN vpN mbsN firstN lastN sp|nosp recompute=MODE N=K\n"
-                  "bucket=B, a schedule, a sync policy; the rest as the planner would choose):\n"
+                  "bucket=B attention=KERNEL fp8=RECIPE tpoverlap|notpoverlap, a schedule, a sync\n"
+                  "policy; the rest as the planner would choose):\n"
                   "its predicted time and memory, its rank, and what beats it")
       ->type_name("CONFIG");
   cmd->add_option("--csv", f->csv, "write the ranking as CSV here")->type_name("FILE");

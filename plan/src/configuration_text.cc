@@ -20,15 +20,17 @@ namespace {
 
 constexpr std::string_view kFields =
     "tpN, ppN, dpN, cpN, epN, vpN, mbsN, firstN, lastN, sp, nosp, recompute=MODE, N=K, bucket=B, "
-    "a schedule or a sync policy";
+    "attention=KERNEL, fp8=RECIPE, tpoverlap, notpoverlap, a schedule or a sync policy";
 
 constexpr std::int64_t kMaxBucket = std::int64_t{1} << 40;
 
 /// The fields a configuration names, before the planner's defaults fill the rest.
 struct Named {
   std::optional<std::int64_t> tp, pp, dp, cp, ep, vp, mbs, first, last, group_size, bucket;
-  std::optional<bool> sp;
+  std::optional<bool> sp, tp_comm_overlap;
   std::optional<models::Recompute> recompute;
+  std::optional<models::AttentionKernel> attention;
+  std::optional<models::Fp8Recipe> fp8;
   std::optional<std::string_view> schedule;
   std::optional<sync::SyncPolicy> policy;
 };
@@ -100,10 +102,21 @@ Named read_tokens(std::string_view text) {
     if (known) continue;
     if (token == "sp" || token == "nosp") {
       set_once(n.sp, token == "sp", token, text);
+    } else if (token == "tpoverlap" || token == "notpoverlap") {
+      set_once(n.tp_comm_overlap, token == "tpoverlap", token, text);
     } else if (token.starts_with("recompute=")) {
       const std::optional<models::Recompute> r = models::parse_recompute(token.substr(10));
       if (!r) refuse(text, fmt::format("'{}': expected recompute=none|selective|full", token));
       set_once(n.recompute, *r, token, text);
+    } else if (token.starts_with("attention=")) {
+      const std::optional<models::AttentionKernel> a =
+          models::parse_attention_kernel(token.substr(10));
+      if (!a) refuse(text, fmt::format("'{}': expected attention=unfused|fused", token));
+      set_once(n.attention, *a, token, text);
+    } else if (token.starts_with("fp8=")) {
+      const std::optional<models::Fp8Recipe> r = models::parse_fp8_recipe(token.substr(4));
+      if (!r) refuse(text, fmt::format("'{}': expected fp8=off|delayed|current", token));
+      set_once(n.fp8, *r, token, text);
     } else if (const std::optional<sync::SyncPolicy> p = sync::parse_sync_policy(token)) {
       set_once(n.policy, *p, token, text);
     } else {
@@ -144,6 +157,14 @@ Candidate parse_configuration(const PlanRequest& request, std::string_view text)
   p.seq_len = seq;
   p.sequence_parallel = n.sp.value_or(p.tp > 1 && seq % (p.tp * p.cp) == 0);
   p.recompute = n.recompute.value_or(models::Recompute::kNone);
+  // Kernel options left out take the request's first allowed value, the scenario's default when
+  // the request lists none (Note [plan space]).
+  const PlanSpace& space = request.space;
+  p.attention = n.attention.value_or(space.attention.empty() ? models::AttentionKernel::kUnfused
+                                                             : space.attention.front());
+  p.fp8 = n.fp8.value_or(space.fp8.empty() ? models::Fp8Recipe::kOff : space.fp8.front());
+  p.tp_comm_overlap = n.tp_comm_overlap.value_or(!space.tp_comm_overlap.empty() &&
+                                                 space.tp_comm_overlap.front() && p.sp());
   p.first_stage_layers = n.first;
   p.last_stage_layers = n.last;
   const std::int64_t model_stages =

@@ -108,7 +108,8 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
   const auto key = std::make_tuple(
       mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size, static_cast<int>(mp.recompute), mp.pp,
       mp.vp, splits_backward(c.schedule), mp.first_stage_layers.value_or(0),
-      mp.last_stage_layers.value_or(0), static_cast<int>(info.placement));
+      mp.last_stage_layers.value_or(0), static_cast<int>(info.placement),
+      static_cast<int>(mp.attention), static_cast<int>(mp.fp8), mp.tp_comm_overlap);
   {
     const std::lock_guard lock(mutex_);
     if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
@@ -157,9 +158,9 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
 
 std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidate& c) const {
   const models::ParallelSpec mp = model_parallel(c, pipeline::find_schedule(c.schedule));
-  const auto key =
-      std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy),
-                      mp.first_stage_layers.value_or(0), mp.last_stage_layers.value_or(0));
+  const auto key = std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep,
+                                   static_cast<int>(c.policy), mp.first_stage_layers.value_or(0),
+                                   mp.last_stage_layers.value_or(0), static_cast<int>(mp.fp8));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = rank_states_.find(key); it != rank_states_.end()) return it->second;

@@ -37,7 +37,7 @@ Value optional_value(const std::optional<T>& value) {
   return static_cast<std::int64_t>(*value);
 }
 
-const std::array<Field, 26> kFields{{
+const std::array<Field, 29> kFields{{
     {"rank", [](const PlannedConfig&, std::int64_t r) -> Value { return r; }},
     {"tokens_per_s", [](const PlannedConfig& c, std::int64_t) -> Value { return c.tokens_per_s; }},
     {"iteration_time_ms",
@@ -83,6 +83,18 @@ const std::array<Field, 26> kFields{{
     {"recompute",
      [](const PlannedConfig& c, std::int64_t) -> Value {
        return std::string(models::to_string(c.candidate.parallel.recompute));
+     }},
+    {"attention",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return std::string(models::to_string(c.candidate.parallel.attention));
+     }},
+    {"fp8",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return std::string(models::to_string(c.candidate.parallel.fp8));
+     }},
+    {"tp_comm_overlap",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return c.candidate.parallel.tp_comm_overlap;
      }},
     {"schedule",
      [](const PlannedConfig& c, std::int64_t) -> Value {

@@ -118,6 +118,21 @@ void validate(const PlanRequest& r) {
                     "the limit of microbatches per iteration");
   }
   for (const std::string& name : s.schedules) (void)pipeline::find_schedule(name);
+  // Refused, not dropped: every configuration would fail the same way, and the request names
+  // the recipe.
+  for (const models::Fp8Recipe recipe : s.fp8) {
+    if (recipe == models::Fp8Recipe::kOff) continue;
+    if (!r.hardware.gpu.peak(models::Precision::kFp8)) {
+      throw InvalidConfig(fmt::format(
+          "plan: fp8 \"{}\" needs a GPU with an fp8 peak; {}'s {} has none (e.g. dgx-h100 has)",
+          models::to_string(recipe), r.hardware.name, r.hardware.gpu.name));
+    }
+    if (r.model.dtype == models::Precision::kFp8) {
+      throw InvalidConfig(fmt::format(
+          "plan: fp8 \"{}\" needs a model dtype of bf16, fp16 or fp32 to cast from, got fp8",
+          models::to_string(recipe)));
+    }
+  }
 }
 
 }  // namespace metron::plan

@@ -268,6 +268,11 @@ class Enumerator {
       recomputes = {models::Recompute::kNone, models::Recompute::kSelective,
                     models::Recompute::kFull};
     }
+    const std::vector<models::AttentionKernel> attentions =
+        r_.space.attention.empty() ? std::vector{models::AttentionKernel::kUnfused}
+                                   : r_.space.attention;
+    const std::vector<models::Fp8Recipe> fp8s =
+        r_.space.fp8.empty() ? std::vector{models::Fp8Recipe::kOff} : r_.space.fp8;
     std::vector<std::int64_t> eps = {1};
     if (m_.moe) {
       eps.clear();
@@ -288,18 +293,45 @@ class Enumerator {
           drop_complete(DropReason::kSequence, family,
                         fmt::format("sequence {} not divisible by tp·cp = {} (sequence parallel)",
                                     seq_, split),
-                        static_cast<std::int64_t>(recomputes.size() * eps.size()) * below_sizes(c));
+                        static_cast<std::int64_t>(attentions.size() * fp8s.size() *
+                                                  tp_comm_overlaps(c.parallel).size() *
+                                                  recomputes.size() * eps.size()) *
+                            below_sizes(c));
           continue;
         }
-        for (models::Recompute rc : recomputes) {
-          c.parallel.recompute = rc;
-          for (std::int64_t ep : eps) {
-            c.parallel.ep = ep;
-            over_schedule_sizes(c, m, family);
+        const std::vector<bool> overlaps = tp_comm_overlaps(c.parallel);
+        for (const models::AttentionKernel attention : attentions) {
+          c.parallel.attention = attention;
+          for (const models::Fp8Recipe fp8 : fp8s) {
+            c.parallel.fp8 = fp8;
+            for (const bool overlap : overlaps) {
+              c.parallel.tp_comm_overlap = overlap;
+              for (models::Recompute rc : recomputes) {
+                c.parallel.recompute = rc;
+                for (std::int64_t ep : eps) {
+                  c.parallel.ep = ep;
+                  over_schedule_sizes(c, m, family);
+                }
+              }
+            }
           }
         }
       }
     }
+  }
+
+  // The tp_comm_overlap values a configuration is tried with: the listed ones where they mean
+  // something. At tp 1 there is no tensor-parallel collective to overlap (on would be a
+  // duplicate of off); without sequence parallelism Megatron refuses it, so on is not tried
+  // there (the sequence-parallel configurations beside it are).
+  std::vector<bool> tp_comm_overlaps(const models::ParallelSpec& p) const {
+    std::vector<bool> out;
+    for (const bool on : r_.space.tp_comm_overlap) {
+      if (on && (p.tp == 1 || !p.sequence_parallel)) continue;
+      if (std::find(out.begin(), out.end(), on) == out.end()) out.push_back(on);
+    }
+    if (out.empty()) out = {false};
+    return out;
   }
 
   // The schedule's own rules for this microbatch count and group size, then policy × bucket.
@@ -420,6 +452,11 @@ std::string describe(const Candidate& c) {
   if (p.recompute != models::Recompute::kNone) {
     out += fmt::format(" recompute={}", models::to_string(p.recompute));
   }
+  if (p.attention != models::AttentionKernel::kUnfused) {
+    out += fmt::format(" attention={}", models::to_string(p.attention));
+  }
+  if (p.fp8 != models::Fp8Recipe::kOff) out += fmt::format(" fp8={}", models::to_string(p.fp8));
+  if (p.tp_comm_overlap) out += " tpoverlap";
   return out;
 }
 

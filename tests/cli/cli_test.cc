@@ -786,6 +786,30 @@ TEST_F(Cli, PlanWritesTheRankingTracesAndScenariosOfTheBest) {
   EXPECT_EQ(read_file(path("quiet.csv")), csv);
 }
 
+TEST_F(Cli, PlanSearchesTheKernelOptionsItIsAllowed) {
+  // Both attention kernels double the 32 configurations; each row says which it ranks.
+  Outcome r = metron(kTinyPlan + " --attention unfused,fused --json " + path("plan.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("enumerated 64 configurations"));
+  const nlohmann::json ranked = nlohmann::json::parse(read_file(path("plan.json"))).at("ranked");
+  ASSERT_FALSE(ranked.empty());
+  for (const nlohmann::json& row : ranked) {
+    EXPECT_EQ(row.at("scenario").at("parallel").at("attention"), row.at("attention"));
+  }
+  // FP8 on the A100, which has no fp8 peak: refused before the search, naming both.
+  Outcome fp8 = metron(kTinyPlan + " --fp8 off,delayed --csv " + path("fp8.csv"));
+  EXPECT_EQ(fp8.code, 2);
+  EXPECT_THAT(fp8.err, AllOf(HasSubstr("fp8 \"delayed\" needs a GPU with an fp8 peak"),
+                             HasSubstr("dgx-a100")));
+  EXPECT_FALSE(fs::exists(path("fp8.csv")));
+  Outcome kernel = metron(kTinyPlan + " --attention flash");
+  EXPECT_EQ(kernel.code, 2);
+  EXPECT_THAT(kernel.err, HasSubstr("--attention: expected unfused or fused"));
+  Outcome overlap = metron(kTinyPlan + " --tp-comm-overlap yes");
+  EXPECT_EQ(overlap.code, 2);
+  EXPECT_THAT(overlap.err, HasSubstr("--tp-comm-overlap: expected on, off or both"));
+}
+
 TEST_F(Cli, PlanExplainsWhatItDropped) {
   // tp 3 cannot divide gpt3-1.3b's 16 heads.
   Outcome r = metron(kTinyPlanButTp + " --tp 1,3 --explain");

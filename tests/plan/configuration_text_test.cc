@@ -81,6 +81,35 @@ TEST(ConfigurationText, LeavesTheRestToThePlannersChoices) {
   EXPECT_EQ(parse_configuration(r, "tp8 pp16 dualpipe-v").schedule, "dualpipe-v");
 }
 
+TEST(ConfigurationText, ReadsTheKernelOptionsAndTakesTheRequestsFirstOtherwise) {
+  PlanRequest r = request("gpt3-175b", 1024, 1536, 2048);
+  const Candidate c =
+      parse_configuration(r, "tp8 pp16 attention=fused fp8=delayed tpoverlap interleaved-1f1b");
+  EXPECT_EQ(c.parallel.attention, models::AttentionKernel::kFused);
+  EXPECT_EQ(c.parallel.fp8, models::Fp8Recipe::kDelayed);
+  EXPECT_TRUE(c.parallel.tp_comm_overlap);
+  EXPECT_EQ(parse_configuration(r, describe(c)), c);
+  // Not named: the scenario's defaults, or the request's first listed value.
+  const Candidate plain = parse_configuration(r, "tp8 pp16");
+  EXPECT_EQ(plain.parallel.attention, models::AttentionKernel::kUnfused);
+  EXPECT_EQ(plain.parallel.fp8, models::Fp8Recipe::kOff);
+  EXPECT_FALSE(plain.parallel.tp_comm_overlap);
+  r.space.attention = {models::AttentionKernel::kFused, models::AttentionKernel::kUnfused};
+  r.space.fp8 = {models::Fp8Recipe::kCurrent};
+  r.space.tp_comm_overlap = {true};
+  const Candidate listed = parse_configuration(r, "tp8 pp16");
+  EXPECT_EQ(listed.parallel.attention, models::AttentionKernel::kFused);
+  EXPECT_EQ(listed.parallel.fp8, models::Fp8Recipe::kCurrent);
+  EXPECT_TRUE(listed.parallel.tp_comm_overlap);
+  // The overlap needs sequence parallelism: without it the planner's choice is off, and naming
+  // it is refused as the models refuse it.
+  EXPECT_FALSE(parse_configuration(r, "tp8 pp16 nosp").parallel.tp_comm_overlap);
+  EXPECT_THAT(refusal(r, "tp8 pp16 nosp tpoverlap"), HasSubstr("needs sequence_parallel"));
+  EXPECT_THAT(refusal(r, "attention=flashy"), HasSubstr("expected attention=unfused|fused"));
+  EXPECT_THAT(refusal(r, "fp8=e4m3"), HasSubstr("expected fp8=off|delayed|current"));
+  EXPECT_THAT(refusal(r, "tpoverlap notpoverlap"), HasSubstr("names a field a second time"));
+}
+
 TEST(ConfigurationText, SplitsLayersAsTheSearchDoesWhereTheyDoNotDivide) {
   // Llama 3 405B's 126 layers on pp 16: 7, 8 × 14, 7, as Meta ran them.
   const PlanRequest r = request("llama3-405b", 16384, 2048, 8192);

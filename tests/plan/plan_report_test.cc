@@ -98,7 +98,10 @@ PlannedConfig planned(const PlanRequest& request, const Candidate& c) {
 /// Two ranked configurations, three kinds of drops (one with more families than explain lists).
 PlanResult hand_result(const PlanRequest& request) {
   PlanResult result;
-  PlannedConfig first = planned(request, candidate(2, 2, 4, 1, "1f1b"));
+  Candidate fused = candidate(2, 2, 4, 1, "1f1b");
+  fused.parallel.attention = models::AttentionKernel::kFused;
+  fused.parallel.tp_comm_overlap = true;
+  PlannedConfig first = planned(request, fused);
   first.tokens_per_s = 123456.78;
   first.iteration_time_s = 0.53125;
   first.mfu = 0.4567;
@@ -111,6 +114,7 @@ PlanResult hand_result(const PlanRequest& request) {
   c.bucket_size = 40'000'000;
   c.policy = sync::SyncPolicy::kDdp;
   c.parallel.recompute = models::Recompute::kSelective;
+  c.parallel.fp8 = models::Fp8Recipe::kCurrent;
   // An uneven split of GPT-3 1.3B's 24 layers over 4 ranks of 2 chunks: 4 + 8 + 8 + 4.
   c.parallel.first_stage_layers = 4;
   c.parallel.last_stage_layers = 4;
@@ -144,7 +148,7 @@ PlanResult hand_result(const PlanRequest& request) {
   return result;
 }
 
-constexpr std::size_t kColumns = 26;  // Note [plan report fields]
+constexpr std::size_t kColumns = 29;  // Note [plan report fields]
 
 TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   const PlanRequest request = small_request();
@@ -154,8 +158,8 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
                               "exposed_comm_fraction,peak_memory_bytes,memory_capacity_bytes,gpus,"
                               "tp,pp,dp,vp,first_stage_layers,last_stage_layers,cp,ep,"
                               "sequence_parallel,microbatch_size,"
-                              "num_microbatches,recompute,schedule,group_size,policy,bucket_size,"
-                              "bound_ms\n"));
+                              "num_microbatches,recompute,attention,fp8,tp_comm_overlap,"
+                              "schedule,group_size,policy,bucket_size,bound_ms\n"));
   const auto rows = read_csv(csv);
   ASSERT_EQ(rows.size(), 2U);
   for (const auto& row : rows) EXPECT_EQ(row.size(), kColumns);
@@ -176,6 +180,8 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   EXPECT_EQ(a.at("microbatch_size"), "2");
   EXPECT_EQ(a.at("num_microbatches"), "8");  // 64 / (2 · 4)
   EXPECT_EQ(a.at("recompute"), "none");
+  EXPECT_EQ(a.at("attention") + " " + a.at("fp8") + " " + a.at("tp_comm_overlap"),
+            "fused off true");
   EXPECT_EQ(a.at("schedule"), "1f1b");
   EXPECT_EQ(a.at("group_size"), "");  // the schedule's default
   EXPECT_EQ(a.at("policy"), "megatron-distopt");
@@ -188,6 +194,8 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   EXPECT_EQ(b.at("vp"), "2");
   EXPECT_EQ(b.at("first_stage_layers") + "," + b.at("last_stage_layers"), "4,4");
   EXPECT_EQ(b.at("recompute"), "selective");
+  EXPECT_EQ(b.at("attention") + " " + b.at("fp8") + " " + b.at("tp_comm_overlap"),
+            "unfused current false");
   EXPECT_EQ(b.at("schedule"), "interleaved-1f1b");
   EXPECT_EQ(b.at("group_size"), "8");
   EXPECT_EQ(b.at("policy"), "ddp");
@@ -218,7 +226,12 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
   EXPECT_TRUE(ranked[0].at("group_size").is_null());
   EXPECT_TRUE(ranked[0].at("bucket_size").is_null());
   EXPECT_EQ(ranked[0].at("scenario"), nlohmann::json::parse(to_json(result.ranked[0].scenario)));
-  EXPECT_EQ(ranked[0].at("configuration"), "tp2 pp2 dp4 vp1 mbs2 sp 1f1b megatron-distopt");
+  EXPECT_EQ(ranked[0].at("configuration"),
+            "tp2 pp2 dp4 vp1 mbs2 sp 1f1b megatron-distopt attention=fused tpoverlap");
+  EXPECT_EQ(ranked[0].at("attention"), "fused");
+  EXPECT_EQ(ranked[0].at("tp_comm_overlap"), true);
+  EXPECT_EQ(ranked[1].at("fp8"), "current");
+  EXPECT_EQ(ranked[1].at("scenario").at("parallel").at("fp8"), "current");
   EXPECT_EQ(ranked[1].at("mfu").get<double>(), 0.3702);
   EXPECT_EQ(ranked[1].at("group_size"), 8);
   EXPECT_EQ(ranked[1].at("bucket_size"), 40'000'000);
@@ -301,11 +314,12 @@ TEST(PlanReport, ComparisonSaysWhereANamedConfigurationRanksAndWhatBeatsIt) {
                                "  predicted 850.00 ms per iteration, 77,101 tokens/s, MFU 25.0%, "
                                "bubble 30.0%, exposed comm 5.0%, memory 33.3/80.0 GB\n"
                                "  it ranks #3; 2 configurations beat it:\n"));
-  // What each does differently: its own fields that the compared one lacks.
-  EXPECT_THAT(text, HasSubstr("    #1 37.5% faster: pp2 dp4; bubble 12.5% (30.0%), exposed comm "
-                              "7.1% (5.0%), memory 61.2 GB (33.3)\n"));
-  EXPECT_THAT(text,
-              HasSubstr("    #2 21.9% faster: tp1 dp4 vp2 first4 last4 interleaved-1f1b N=8 ddp "));
+  // What each does differently: its own fields that the compared one lacks, the kernel
+  // options included.
+  EXPECT_THAT(text, HasSubstr("    #1 37.5% faster: pp2 dp4 attention=fused tpoverlap; bubble "
+                              "12.5% (30.0%), exposed comm 7.1% (5.0%), memory 61.2 GB (33.3)\n"));
+  EXPECT_THAT(text, HasSubstr("    #2 21.9% faster: tp1 dp4 vp2 first4 last4 interleaved-1f1b N=8 "
+                              "ddp bucket=40000000 recompute=selective fp8=current; "));
   // Slower than a full ranking: no place, every ranked one beats it.
   compared.rank.reset();
   EXPECT_THAT(comparison_text(result, compared),

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
 #include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
@@ -19,15 +20,21 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::ThrowsMessage;
 
-/// GPT-3 1.3B on 32 H100s: a space of a few hundred configurations, small enough to simulate
-/// every one of them, with every schedule family and three policies.
-PlanRequest small_request() {
+/// GPT-3 1.3B on `gpus` H100s at sequence 2,048, the space left to the defaults.
+PlanRequest gpt3_1_3b(std::int64_t gpus, std::int64_t global_batch) {
   PlanRequest r;
   r.model = models::model_preset("gpt3-1.3b");
   r.hardware = models::hardware_preset("dgx-h100");
-  r.gpus = 32;
-  r.global_batch = 64;
+  r.gpus = gpus;
+  r.global_batch = global_batch;
   r.seq_len = 2048;
+  return r;
+}
+
+/// GPT-3 1.3B on 32 H100s: a space of a few hundred configurations, small enough to simulate
+/// every one of them, with every schedule family and three policies.
+PlanRequest small_request() {
+  PlanRequest r = gpt3_1_3b(32, 64);
   r.space.tp = {1, 2, 4};
   r.space.pp = {1, 2, 4};
   r.space.max_vp = 3;
@@ -113,13 +120,8 @@ TEST(Planner, BoundedSearchRanksAsExhaustiveSimulationAndItsEstimatesHoldForEver
 /// 28 layers on 3 pipeline ranks of 12 H100s: a space small enough to simulate whole in a
 /// fraction of a second, every configuration an uneven split.
 PlanRequest uneven_request() {
-  PlanRequest r;
-  r.model = models::model_preset("gpt3-1.3b");
+  PlanRequest r = gpt3_1_3b(12, 24);
   r.model.layers = 28;
-  r.hardware = models::hardware_preset("dgx-h100");
-  r.gpus = 12;
-  r.global_batch = 24;
-  r.seq_len = 2048;
   r.space.tp = {1, 2};
   r.space.pp = {3};
   r.space.max_vp = 2;
@@ -144,6 +146,46 @@ TEST(Planner, EstimatesHoldForUnevenSplits) {
     EXPECT_EQ(c.candidate.parallel.last_stage_layers, two_chunks ? 8 : 9) << describe(c.candidate);
   }
   expect_estimates_hold(r, all);
+}
+
+// The kernel options as dimensions (Note [plan space]): GPT-3 1.3B on 8 H100s at tp 2, pp 2,
+// with both attention kernels, FP8 off and delayed, and the tensor-parallel overlap off and on.
+// The estimates hold for each (their caches are keyed by the options too), the bounded search
+// ranks as the exhaustive one, and fused attention, which stores no s×s scores, needs less
+// memory than the unfused configuration it otherwise equals.
+TEST(Planner, SearchesTheKernelOptionsAndItsEstimatesHoldForThem) {
+  PlanRequest r = gpt3_1_3b(8, 16);
+  r.space.tp = {2};
+  r.space.pp = {2};
+  r.space.max_microbatch_size = 2;
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.schedules = {"1f1b", "zb-h1"};
+  r.space.policies = {sync::SyncPolicy::kMegatronDistopt};
+  r.space.attention = {models::AttentionKernel::kUnfused, models::AttentionKernel::kFused};
+  r.space.fp8 = {models::Fp8Recipe::kOff, models::Fp8Recipe::kDelayed};
+  r.space.tp_comm_overlap = {false, true};
+  r.top_k = 3;
+  const PlanResult bounded = run_plan(r, {.threads = 2});
+  r.top_k = 100000;
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_EQ(all.ranked.size(), 64U);  // dp {1, 2} × mbs {1, 2} × 2 schedules × 2 × 2 × 2
+  const std::vector<std::string> ranking = names(all);
+  EXPECT_EQ(names(bounded), std::vector(ranking.begin(), ranking.begin() + 3));
+  expect_estimates_hold(r, all);
+  std::map<std::string, double> peak_by_name;
+  for (const PlannedConfig& c : all.ranked) {
+    peak_by_name[describe(c.candidate)] = c.peak_memory_bytes;
+  }
+  std::int32_t pairs = 0;
+  for (const PlannedConfig& c : all.ranked) {
+    if (c.candidate.parallel.attention != models::AttentionKernel::kFused) continue;
+    Candidate unfused = c.candidate;
+    unfused.parallel.attention = models::AttentionKernel::kUnfused;
+    ASSERT_EQ(peak_by_name.count(describe(unfused)), 1U) << describe(unfused);
+    EXPECT_LT(c.peak_memory_bytes, peak_by_name[describe(unfused)]) << describe(c.candidate);
+    ++pairs;
+  }
+  EXPECT_EQ(pairs, 32);
 }
 
 // Note [compared configuration], against the exhaustive ranking of the same space.

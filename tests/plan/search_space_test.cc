@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "metron/base/error.h"
@@ -53,7 +54,43 @@ TEST(SearchSpace, CountsATinySpaceByHand) {
     EXPECT_EQ(c.parallel.sequence_parallel, c.parallel.tp > 1);  // Megatron's recommendation
     EXPECT_EQ(c.schedule, "1f1b");
     EXPECT_EQ(c.policy, sync::SyncPolicy::kMegatronDistopt);
+    // The kernel options stay at the scenario's defaults unless listed.
+    EXPECT_EQ(c.parallel.attention, models::AttentionKernel::kUnfused);
+    EXPECT_EQ(c.parallel.fp8, models::Fp8Recipe::kOff);
+    EXPECT_FALSE(c.parallel.tp_comm_overlap);
   }
+}
+
+TEST(SearchSpace, SearchesTheKernelOptionsWhereListed) {
+  // The tiny space above at pp 1 (tp 1: dp 1, 2, 4, 8; tp 2: dp 1, 2, 4), each with both
+  // attention kernels and fp8 off and delayed; the overlap on is tried only at tp 2, where
+  // sequence parallelism is on: 4·2·2·1 + 3·2·2·2 = 16 + 24 = 40.
+  PlanRequest r = request("gpt3-1.3b", 8, 8);
+  r.space.tp = {1, 2};
+  r.space.pp = {1};
+  r.space.schedules = {"1f1b"};
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.max_microbatch_size = 1;
+  r.space.attention = {models::AttentionKernel::kUnfused, models::AttentionKernel::kFused};
+  r.space.fp8 = {models::Fp8Recipe::kOff, models::Fp8Recipe::kDelayed};
+  r.space.tp_comm_overlap = {false, true};
+  const SearchSpace s = enumerate_space(r);
+  EXPECT_EQ(s.candidates.size(), 40U);
+  std::set<std::tuple<std::int64_t, std::int64_t, int, int, bool>> seen;
+  for (const Candidate& c : s.candidates) {
+    EXPECT_NO_THROW(models::validate(c.parallel, r.model, c.parallel.gpus())) << describe(c);
+    if (c.parallel.tp_comm_overlap) {
+      EXPECT_TRUE(c.parallel.tp == 2 && c.parallel.sp()) << describe(c);
+    }
+    EXPECT_TRUE(seen.emplace(c.parallel.tp, c.parallel.dp, static_cast<int>(c.parallel.attention),
+                             static_cast<int>(c.parallel.fp8), c.parallel.tp_comm_overlap)
+                    .second)
+        << "twice: " << describe(c);
+  }
+  // Without sequence parallelism the overlap is not tried: 3 dp × 2 × 2 at tp 2.
+  r.space.tp = {2};
+  r.space.sequence_parallel = {false};
+  EXPECT_EQ(enumerate_space(r).candidates.size(), 12U);
 }
 
 // Context parallelism is searched by default only for long sequences: powers of two that leave
@@ -262,6 +299,13 @@ TEST(SearchSpace, DescribesAConfigurationByItsFields) {
   EXPECT_EQ(describe(c),
             "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt recompute=full");
   EXPECT_EQ(family_of(c), "tp=8 pp=16 interleaved-1f1b vp=2");
+  Candidate kernels = c;
+  kernels.parallel.attention = models::AttentionKernel::kFused;
+  kernels.parallel.fp8 = models::Fp8Recipe::kDelayed;
+  kernels.parallel.tp_comm_overlap = true;
+  EXPECT_EQ(describe(kernels),
+            "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt recompute=full "
+            "attention=fused fp8=delayed tpoverlap");
 }
 
 TEST(SearchSpace, RejectsAnImpossibleRequest) {
@@ -273,6 +317,19 @@ TEST(SearchSpace, RejectsAnImpossibleRequest) {
   r.space.schedules.clear();
   r.memory_headroom = 1;
   EXPECT_THROW((void)enumerate_space(r), InvalidConfig);
+  // FP8 asked of a GPU without an fp8 peak (the A100) is refused, naming both.
+  r.memory_headroom = 0.1;
+  r.hardware = models::hardware_preset("dgx-a100");
+  r.space.fp8 = {models::Fp8Recipe::kOff, models::Fp8Recipe::kDelayed};
+  try {
+    (void)enumerate_space(r);
+    ADD_FAILURE() << "fp8 on an A100 was accepted";
+  } catch (const InvalidConfig& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("fp8 \"delayed\" needs a GPU with an fp8 peak"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("dgx-a100"));
+  }
+  r.space.fp8 = {models::Fp8Recipe::kOff};
+  EXPECT_NO_THROW((void)enumerate_space(r));
 }
 
 }  // namespace

@@ -82,13 +82,15 @@ class Estimator {
   models::CommModel comm_;
   mutable std::mutex mutex_;
   // Keys: the sizes a profile or a rank state depends on, first and last stage layers included
-  // (0 when even).
-  mutable std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, int,
-                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t, int>,
-                   std::shared_ptr<const StageProfile>>
+  // (0 when even), and the kernel options (attention, fp8, tp comm overlap; fp8 alone changes
+  // the model state, with its weight casts).
+  mutable std::map<
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, int, std::int64_t,
+                 std::int64_t, bool, std::int64_t, std::int64_t, int, int, int, bool>,
+      std::shared_ptr<const StageProfile>>
       profiles_;
   mutable std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                              std::int64_t, int, std::int64_t, std::int64_t>,
+                              std::int64_t, int, std::int64_t, std::int64_t, int>,
                    std::shared_ptr<const RankState>>
       rank_states_;
   /// Orders of the schedules without a closed-form stash peak, by (schedule, pp, vp, m, N).

@@ -19,6 +19,10 @@
 //     sequence_parallel  on whenever tp > 1 and tp·cp divides the sequence (Megatron's
 //                        recommendation); both when listed
 //     recompute          none, selective, full
+//     attention          unfused (the scenario's default); fused when listed
+//     fp8                off; delayed and current when listed (a GPU with an fp8 peak)
+//     tp_comm_overlap    off; on when listed (tp > 1 with sequence parallelism only, as in
+//                        Megatron; at tp 1 there is nothing to overlap, so only off)
 //     schedules          1f1b, interleaved-1f1b (Megatron's); any of the registry by name
 //     group sizes        the interleaved group size as multiples of pp (default: 1·pp)
 //     sync policies      megatron-distopt; any of sync::SyncPolicy
@@ -28,6 +32,11 @@
 //                        first and last ranks lighter (Note [uneven stages]): the heaviest edge
 //                        count no larger than the others' (Llama 3 405B's 126 layers on pp 16:
 //                        7, 8 × 14, 7); V schedules and DualPipe split evenly only
+//
+//   The three kernel options default to what `simulate` assumes, not to what is fastest: fused
+//   attention, FP8 and userbuffers overlap each need software (Transformer Engine, FlashAttention)
+//   and, for FP8, a numerics decision that is the user's to make, so they are searched only
+//   where the request lists them.
 //
 //   Each policy runs with the overlap its system recommends (planner_sync_options): Megatron's
 //   overlap_grad_reduce (+ overlap_param_gather for the distributed optimizer), ZeRO's
@@ -58,6 +67,9 @@ struct PlanSpace {
   std::vector<std::int64_t> microbatch_size;
   std::vector<bool> sequence_parallel;
   std::vector<models::Recompute> recompute;
+  std::vector<models::AttentionKernel> attention;
+  std::vector<models::Fp8Recipe> fp8;
+  std::vector<bool> tp_comm_overlap;
   std::vector<std::string> schedules;
   std::vector<std::int32_t> group_size_multiples;
   std::vector<sync::SyncPolicy> policies;
@@ -94,7 +106,8 @@ PlanRequest default_plan_request();
 sync::SyncOptions planner_sync_options(sync::SyncPolicy policy);
 
 /// Throws InvalidConfig for a request that cannot be planned: gpus, global batch, top_k or a
-/// listed size below 1, a headroom outside [0, 1), an unknown schedule name.
+/// listed size below 1, a headroom outside [0, 1), an unknown schedule name, an FP8 recipe on a
+/// GPU without an fp8 peak or for a model already in fp8.
 void validate(const PlanRequest& request);
 
 }  // namespace metron::plan

@@ -3,9 +3,10 @@
 // fixed order, and the families of configurations that cannot be built at all, with the reason.
 //
 // Dimensions are chosen outermost first — tp, cp, pp, schedule, vp, dp, microbatch size,
-// sequence parallelism, recompute, ep, policy, bucket size, group size — and a rule that fails at
-// one level drops the whole family below it at once: tp = 3 with 128 heads is one rejection
-// ("tp=3"), not thousands. Only complete configurations count as enumerated.
+// sequence parallelism, attention, fp8, tp_comm_overlap, recompute, ep, policy, bucket size,
+// group size — and a rule that fails at one level drops the whole family below it at once:
+// tp = 3 with 128 heads is one rejection ("tp=3"), not thousands. Only complete configurations
+// count as enumerated.
 
 #include <cstdint>
 #include <optional>
@@ -51,8 +52,10 @@ struct Candidate {
 };
 
 /// "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt" — the fields a reader compares
-/// configurations by; cp, ep, recompute, group size and bucket size only when not the default,
-/// and the first and last pipeline ranks' layers of an uneven split ("first7 last7").
+/// configurations by; cp, ep, recompute, group size, bucket size, attention, fp8 and tp comm
+/// overlap only when not the default ("recompute=full attention=fused fp8=delayed tpoverlap"),
+/// and the first and last pipeline ranks' layers of an uneven split ("first7 last7"). The text
+/// reads back with parse_configuration (configuration_text.h).
 std::string describe(const Candidate& candidate);
 
 /// The family a complete configuration is counted under when a rule drops it:

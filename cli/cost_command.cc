@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "integer_flags.h"
+#include "layer_split_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/models/compute_cost.h"
@@ -31,6 +32,7 @@ struct CostOptions {
   std::string profile;
   std::int64_t tp = 1;
   std::int64_t pp = 1;
+  LayerSplitFlags layer_split;
   std::int64_t dp = 1;
   std::int64_t cp = 1;
   std::int64_t ep = 1;
@@ -75,6 +77,7 @@ struct CostReport {
   struct Rank {
     std::string name;
     std::int64_t index = 0;
+    std::int64_t layers = 0;
     models::RankParameters parameters;
     models::StateBytes state;
     models::PhaseCost optimizer;
@@ -83,19 +86,22 @@ struct CostReport {
 };
 
 models::ParallelSpec parallel_of(const CostOptions& o) {
-  return {.tp = o.tp,
-          .pp = o.pp,
-          .dp = o.dp,
-          .cp = o.cp,
-          .ep = o.ep,
-          .sequence_parallel = o.sp,
-          .microbatch_size = o.microbatch_size,
-          // One microbatch per replica: the per-layer breakdown does not depend on the count.
-          .num_microbatches = 1,
-          .seq_len = o.seq,
-          .recompute = *models::parse_recompute(o.recompute),
-          .attention = *models::parse_attention_kernel(o.attention),
-          .fp8 = *models::parse_fp8_recipe(o.fp8)};
+  models::ParallelSpec p{
+      .tp = o.tp,
+      .pp = o.pp,
+      .dp = o.dp,
+      .cp = o.cp,
+      .ep = o.ep,
+      .sequence_parallel = o.sp,
+      .microbatch_size = o.microbatch_size,
+      // One microbatch per replica: the per-layer breakdown does not depend on the count.
+      .num_microbatches = 1,
+      .seq_len = o.seq,
+      .recompute = *models::parse_recompute(o.recompute),
+      .attention = *models::parse_attention_kernel(o.attention),
+      .fp8 = *models::parse_fp8_recipe(o.fp8)};
+  apply_layer_split(o.layer_split, p);
+  return p;
 }
 
 CostReport::Phase phase_of(std::string name, std::vector<models::OpCost> ops,
@@ -135,13 +141,20 @@ CostReport build_report(const CostOptions& o, const models::ModelSpec& model,
   r.embedding_activation_bytes = models::embedding_activation_bytes(r.model, r.shape);
   r.head_activation_bytes = models::head_activation_bytes(r.model, r.shape);
 
-  // The first, a middle and the last pipeline rank: the only ones that can differ.
+  // The first, a middle and the last pipeline rank: the only ones that can differ, unless every
+  // rank's layers are listed (--pipeline-layers), when each rank is its own.
+  const std::vector<std::int64_t> layers = models::pipeline_rank_layers(r.model, r.parallel);
   std::vector<std::pair<std::string, std::int64_t>> picks = {{"first", 0}};
-  if (o.pp > 2) picks.emplace_back("middle", o.pp / 2);
+  if (r.parallel.pipeline_layers.empty()) {
+    if (o.pp > 2) picks.emplace_back("middle", o.pp / 2);
+  } else {
+    for (std::int64_t i = 1; i + 1 < o.pp; ++i) picks.emplace_back("middle", i);
+  }
   if (o.pp > 1) picks.emplace_back("last", o.pp - 1);
   if (o.pp == 1) picks.front().first = "only";
   for (const auto& [name, index] : picks) {
-    CostReport::Rank rank{.name = name, .index = index};
+    CostReport::Rank rank{
+        .name = name, .index = index, .layers = layers[static_cast<std::size_t>(index)]};
     rank.parameters = models::rank_parameters(r.model, r.parallel, index);
     rank.state = models::state_memory(r.model, r.parallel, r.policy, index);
     rank.optimizer = models::optimizer_step_cost(r.model, r.parallel, r.policy, index, compute);
@@ -220,13 +233,15 @@ std::string render_text(const CostReport& r, const CostOptions& o,
   const double capacity = static_cast<double>(r.hardware.gpu.hbm_capacity);
   out += fmt::format("Model state per GPU, pp {}, dp {}, policy {} (GiB; HBM {} GiB):\n", p.pp,
                      p.dp, to_string(r.policy), gib(capacity));
-  out += fmt::format("  {:<8}{:>6}{:>14}{:>10}{:>10}{:>11}{:>10}{:>14}\n", "rank", "index",
-                     "parameters", "weights", "grads", "optimizer", "total", "adam step ms");
+  out +=
+      fmt::format("  {:<8}{:>6}{:>8}{:>14}{:>10}{:>10}{:>11}{:>10}{:>14}\n", "rank", "index",
+                  "layers", "parameters", "weights", "grads", "optimizer", "total", "adam step ms");
   for (const auto& rank : r.ranks) {
-    out += fmt::format("  {:<8}{:>6}{:>14}{:>10}{:>10}{:>11}{:>10}{:>14.3f}\n", rank.name,
-                       rank.index, short_count(rank.parameters.total()), gib(rank.state.weights),
-                       gib(rank.state.gradients), gib(rank.state.optimizer),
-                       gib(rank.state.total()), rank.optimizer.seconds * 1e3);
+    out +=
+        fmt::format("  {:<8}{:>6}{:>8}{:>14}{:>10}{:>10}{:>11}{:>10}{:>14.3f}\n", rank.name,
+                    rank.index, rank.layers, short_count(rank.parameters.total()),
+                    gib(rank.state.weights), gib(rank.state.gradients), gib(rank.state.optimizer),
+                    gib(rank.state.total()), rank.optimizer.seconds * 1e3);
   }
   if (o.ops) {
     out += "\nOps of one layer:\n";
@@ -275,6 +290,7 @@ std::string render_json(const CostReport& r, const CostOptions& o,
   for (const auto& rank : r.ranks) {
     ranks.push_back({{"rank", rank.name},
                      {"pipeline_rank", rank.index},
+                     {"layers", rank.layers},
                      {"parameters", rank.parameters.total()},
                      {"expert_parameters", rank.parameters.expert},
                      {"weight_bytes", rank.state.weights},
@@ -336,7 +352,8 @@ void add_cost_command(CLI::App& app) {
       "HARDWARE: FLOPs, bytes moved and time of each phase (forward, backward-input,\n"
       "backward-weight, backward, recompute) and, with --ops, of every GEMM and element-wise op;\n"
       "the activations a microbatch stores; the first and last stages' extras; and the weight,\n"
-      "gradient and optimizer memory of the pipeline ranks for --pp/--dp under --policy.\n"
+      "gradient and optimizer memory of the pipeline ranks for --pp/--dp under --policy (the\n"
+      "layers split evenly, or as --first/--last-stage-layers or --pipeline-layers say).\n"
       "Times come from a roofline with a size-dependent GEMM efficiency, or from --profile.");
   cmd->add_option("--model", o->model, "model preset or JSON file (see 'metron presets')")
       ->capture_default_str();
@@ -351,6 +368,7 @@ void add_cost_command(CLI::App& app) {
   cmd->add_option("--ep", o->ep, "expert-parallel size (MoE models)")->capture_default_str();
   cmd->add_option("--pp", o->pp, "pipeline-parallel size, for the per-rank memory")
       ->capture_default_str();
+  add_layer_split_flags(*cmd, o->layer_split);
   cmd->add_option("--dp", o->dp, "data-parallel size, for the per-rank memory")
       ->capture_default_str();
   cmd->add_option("-b,--microbatch-size", o->microbatch_size, "samples per microbatch")

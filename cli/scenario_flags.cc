@@ -3,7 +3,6 @@
 #include <limits>
 
 #include "integer_flags.h"
-#include "list_flags.h"
 #include "metron/base/error.h"
 #include "metron/base/file_io.h"
 #include "metron/pipeline/registry.h"
@@ -22,15 +21,7 @@ void add_scenario_flags(CLI::App& cmd, ScenarioFlags& o) {
   cmd.add_option("--pp", o.pp, "pipeline-parallel size");
   cmd.add_option("--dp", o.dp, "data-parallel size (default: what the GPUs leave)");
   cmd.add_option("--vp", o.vp, "model chunks per pipeline rank (interleaving)");
-  cmd.add_option("--first-stage-layers", o.first_stage_layers,
-                 "layers of the first pipeline rank, the rest split evenly (Megatron's\n"
-                 "--decoder-first-pipeline-num-layers)");
-  cmd.add_option("--last-stage-layers", o.last_stage_layers,
-                 "layers of the last pipeline rank (Megatron's\n"
-                 "--decoder-last-pipeline-num-layers)");
-  cmd.add_option("--pipeline-layers", o.pipeline_layers,
-                 "every pipeline rank's layers, e.g. 8,8,8,6 (pp counts adding up to the\n"
-                 "model's layers, each divisible by vp); replaces --first/--last-stage-layers");
+  add_layer_split_flags(cmd, o.layer_split);
   cmd.add_option("--cp", o.cp, "context-parallel size");
   cmd.add_option("--ep", o.ep, "expert-parallel size");
   cmd.add_flag("--sp", o.sp, "sequence parallelism on");
@@ -85,20 +76,7 @@ scenario::Scenario scenario_of(const ScenarioFlags& o, const scenario::Scenario&
   if (o.tp) p.tp = *o.tp;
   if (o.pp) p.pp = *o.pp;
   if (o.vp) p.vp = *o.vp;
-  // Note [uneven stages]: a split given on the command line replaces the file's, of either form.
-  if (o.pipeline_layers && (o.first_stage_layers || o.last_stage_layers)) {
-    throw InvalidConfig(
-        "--pipeline-layers and --first-stage-layers/--last-stage-layers: expected one way to split "
-        "the layers, got both");
-  }
-  if (o.pipeline_layers) {
-    p.pipeline_layers = parse_int64_list("--pipeline-layers", *o.pipeline_layers);
-    p.first_stage_layers.reset();
-    p.last_stage_layers.reset();
-  }
-  if (o.first_stage_layers || o.last_stage_layers) p.pipeline_layers.clear();
-  if (o.first_stage_layers) p.first_stage_layers = *o.first_stage_layers;
-  if (o.last_stage_layers) p.last_stage_layers = *o.last_stage_layers;
+  apply_layer_split(o.layer_split, p);
   if (o.cp) p.cp = *o.cp;
   if (o.ep) p.ep = *o.ep;
   if (o.sp && o.no_sp) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "layer_split_flags.h"
 #include "metron/scenario/scenario.h"
 #include "sync_flags.h"
 
@@ -20,8 +21,7 @@ struct ScenarioFlags {
   std::optional<std::string> hardware;
   std::optional<std::int64_t> gpus;
   std::optional<std::int64_t> tp, pp, dp, vp, cp, ep;
-  std::optional<std::int64_t> first_stage_layers, last_stage_layers;
-  std::optional<std::string> pipeline_layers;
+  LayerSplitFlags layer_split;
   bool sp = false;
   bool no_sp = false;
   std::optional<std::int64_t> microbatch_size, global_batch, microbatches, seq;

@@ -340,6 +340,41 @@ TEST_F(Cli, CostReportsTheLayerByMegatronsAndKorthikantisFormulas) {
                               HasSubstr("attention-scores"), HasSubstr("qkv-wgrad")));
 }
 
+// The per-rank memory of an uneven split. A middle pipeline rank holds only layers (no embedding,
+// no head), so its parameters are proportional to its layers: GPT-3 175B's 96 layers as
+// 23, 25, 25, 23 give the middle ranks 25/24 of an even split's middle rank.
+TEST_F(Cli, CostReportsEachRanksLayersOfAnUnevenSplit) {
+  const std::string args = "cost --model gpt3-175b --tp 8 --sp --pp 4 --json";
+  const Outcome even = metron(args);
+  const Outcome listed = metron(args + " --pipeline-layers 23,25,25,23");
+  const Outcome edges = metron(args + " --first-stage-layers 23 --last-stage-layers 23");
+  ASSERT_EQ(even.code, 0) << even.err;
+  ASSERT_EQ(listed.code, 0) << listed.err;
+  ASSERT_EQ(edges.code, 0) << edges.err;
+  const nlohmann::json even_ranks = nlohmann::json::parse(even.out).at("ranks");
+  const nlohmann::json listed_ranks = nlohmann::json::parse(listed.out).at("ranks");
+  ASSERT_EQ(even_ranks.size(), 3U);    // first, a middle one, last
+  ASSERT_EQ(listed_ranks.size(), 4U);  // every rank of a listed split
+  std::vector<std::int64_t> layers;
+  for (const nlohmann::json& rank : listed_ranks) layers.push_back(rank.at("layers"));
+  EXPECT_EQ(layers, (std::vector<std::int64_t>{23, 25, 25, 23}));
+  EXPECT_EQ(even_ranks.at(1).at("layers"), 24);
+  EXPECT_DOUBLE_EQ(listed_ranks.at(1).at("parameters").get<double>(),
+                   even_ranks.at(1).at("parameters").get<double>() * 25 / 24);
+  // The first/last form gives the same ranks as the list (its middle one is rank pp/2 = 2).
+  const nlohmann::json edge_ranks = nlohmann::json::parse(edges.out).at("ranks");
+  EXPECT_EQ(edge_ranks.at(0), listed_ranks.at(0));
+  EXPECT_EQ(edge_ranks.at(1), listed_ranks.at(2));
+  EXPECT_EQ(edge_ranks.at(2), listed_ranks.at(3));
+  // Both forms at once, or a split that does not add up: exit 2, naming what is wrong.
+  const Outcome both = metron(args + " --pipeline-layers 24,24,24,24 --first-stage-layers 20");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_THAT(both.err, HasSubstr("expected one way to split the layers, got both"));
+  const Outcome short_split = metron(args + " --pipeline-layers 24,24,24,23");
+  EXPECT_EQ(short_split.code, 2);
+  EXPECT_THAT(short_split.err, HasSubstr("95"));
+}
+
 TEST_F(Cli, FusedAttentionStoresNoScoresAndRunsOneKernel) {
   // gpt3-1.3b at b 1, s 2048, bf16, no parallelism: the unfused layer stores
   // sbh·(34 + 5as/h) = 2048·2048·(34 + 80) bytes = 456 MiB; fused, 34·sbh plus the fp32

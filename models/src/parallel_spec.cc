@@ -3,10 +3,14 @@
 
 #include "metron/models/parallel_spec.h"
 
+#include <algorithm>
 #include <initializer_list>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "json_reading.h"
+#include "metron/base/error.h"
 #include "metron/models/limits.h"
 #include "spec_checks.h"
 
@@ -155,9 +159,57 @@ std::vector<std::int64_t> listed_layers(std::vector<std::string>& problems,
   return list;
 }
 
+bool accounted(const ParallelSpec& spec) {
+  return spec.account_for_embedding_in_pipeline_split || spec.account_for_loss_in_pipeline_split;
+}
+
+// account_for_*: (layers + embedding + loss) / (pp·vp) per virtual stage, the first (last) one
+// less for the embedding (loss), in the looped order; empty after a problem.
+std::vector<std::int64_t> accounted_stage_layers(std::vector<std::string>& problems,
+                                                 const ParallelSpec& spec, const ModelSpec& model) {
+  if (spec.first_stage_layers || spec.last_stage_layers || !spec.pipeline_layers.empty()) {
+    problems.push_back(
+        "account_for_embedding/loss_in_pipeline_split split the layers themselves; expected no "
+        "first_stage_layers, last_stage_layers or pipeline_layers beside them");
+    return {};
+  }
+  const std::int64_t embedding = spec.account_for_embedding_in_pipeline_split ? 1 : 0;
+  const std::int64_t loss = spec.account_for_loss_in_pipeline_split ? 1 : 0;
+  const std::int64_t total = model.layers + embedding + loss;
+  const std::int64_t stages = spec.pp * spec.vp;
+  std::string what = "layers (" + std::to_string(model.layers) + ")";
+  if (embedding != 0) what += " + embedding (1)";
+  if (loss != 0) what += " + loss (1)";
+  what += " = " + std::to_string(total);
+  if (stages <= 0 || total % stages != 0) {
+    problems.push_back(what + " must be divisible by pp·vp (" + std::to_string(spec.pp) + "·" +
+                       std::to_string(spec.vp) + " = " + std::to_string(stages) + ")");
+    return {};
+  }
+  const std::int64_t each = total / stages;
+  std::vector<std::int64_t> out(static_cast<std::size_t>(stages), each);
+  out.front() -= embedding;
+  out.back() -= loss;
+  if (*std::min_element(out.begin(), out.end()) < 1) {
+    problems.push_back(what + " over pp·vp = " + std::to_string(stages) +
+                       " leaves a virtual stage without a layer; expected at least one each");
+    return {};
+  }
+  return out;
+}
+
 std::vector<std::int64_t> split_layers(std::vector<std::string>& problems, const ParallelSpec& spec,
                                        const ModelSpec& model) {
   const std::size_t before = problems.size();
+  if (accounted(spec)) {
+    const std::vector<std::int64_t> stages = accounted_stage_layers(problems, spec, model);
+    if (stages.empty()) return {};
+    std::vector<std::int64_t> ranks(static_cast<std::size_t>(spec.pp), 0);
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      ranks[s % static_cast<std::size_t>(spec.pp)] += stages[s];
+    }
+    return ranks;
+  }
   if (!spec.pipeline_layers.empty()) return listed_layers(problems, spec, model);
   if (!spec.first_stage_layers && !spec.last_stage_layers) {
     check_divisible_by(problems, "layers", model.layers, {{"pp", spec.pp}, {"vp", spec.vp}});
@@ -350,6 +402,13 @@ ParallelSpec read_spec(const Json& root, Diagnostics* diagnostics) {
   if (const Json* v = in.find("pipeline_layers"); v != nullptr && !v->is_null()) {
     spec.pipeline_layers = read_layer_list(*v, in.path_of("pipeline_layers"));
   }
+  for (const auto& [key, field] :
+       {std::pair{"account_for_embedding_in_pipeline_split",
+                  &ParallelSpec::account_for_embedding_in_pipeline_split},
+        std::pair{"account_for_loss_in_pipeline_split",
+                  &ParallelSpec::account_for_loss_in_pipeline_split}}) {
+    if (const Json* v = in.find(key)) spec.*field = read_bool(*v, key);
+  }
   in.finish();
   return spec;
 }
@@ -414,6 +473,25 @@ std::vector<std::int64_t> pipeline_rank_layers(const ModelSpec& model, const Par
   return layers;
 }
 
+std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& model, const ParallelSpec& spec) {
+  const std::vector<std::int64_t> ranks = pipeline_rank_layers(model, spec);
+  if (accounted(spec)) {
+    std::vector<std::string> problems;
+    return accounted_stage_layers(problems, spec, model);  // checked by pipeline_rank_layers
+  }
+  std::vector<std::int64_t> out;
+  for (std::int64_t s = 0; s < spec.pp * spec.vp; ++s) {
+    const std::int64_t layers = ranks[static_cast<std::size_t>(s % spec.pp)];
+    if (layers % spec.vp != 0) {
+      throw InvalidConfig("pipeline rank " + std::to_string(s % spec.pp) + "'s layers (" +
+                          std::to_string(layers) + ") must be divisible by vp (" +
+                          std::to_string(spec.vp) + ")");
+    }
+    out.push_back(layers / spec.vp);
+  }
+  return out;
+}
+
 void validate_sizes(const ParallelSpec& spec) {
   std::vector<std::string> problems;
   check_sizes(problems, spec);
@@ -442,6 +520,10 @@ std::string to_json(const ParallelSpec& spec) {
   out["first_stage_layers"] = optional_json(spec.first_stage_layers);
   out["last_stage_layers"] = optional_json(spec.last_stage_layers);
   if (!spec.pipeline_layers.empty()) out["pipeline_layers"] = spec.pipeline_layers;
+  if (spec.account_for_embedding_in_pipeline_split) {
+    out["account_for_embedding_in_pipeline_split"] = true;
+  }
+  if (spec.account_for_loss_in_pipeline_split) out["account_for_loss_in_pipeline_split"] = true;
   return detail::dump_line(out, "parallel configuration");
 }
 

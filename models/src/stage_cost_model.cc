@@ -24,6 +24,12 @@ std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const Paral
     throw InvalidConfig("stage costs: " + std::to_string(stage_ranks.size()) +
                         " stage ranks; expected pp·vp = " + std::to_string(stages));
   }
+  const bool accounted =
+      spec.account_for_embedding_in_pipeline_split || spec.account_for_loss_in_pipeline_split;
+  // Accounted splits differ between a rank's chunks (its first or last virtual stage holds one
+  // layer less); the others give every chunk of a rank the same share.
+  const std::vector<std::int64_t> virtual_stages =
+      accounted ? virtual_stage_layers(model, spec) : std::vector<std::int64_t>{};
   std::vector<std::int64_t> out;
   for (std::int64_t s = 0; s < stages; ++s) {
     const std::int64_t rank =
@@ -33,7 +39,15 @@ std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const Paral
                           std::to_string(rank) +
                           "; expected a rank below pp = " + std::to_string(spec.pp));
     }
-    out.push_back(ranks[static_cast<std::size_t>(rank)] / spec.vp);  // vp divides (checked)
+    if (accounted && rank != s % spec.pp) {
+      // Megatron defines the accounted split for its looped placement only.
+      throw InvalidConfig(
+          "account_for_embedding/loss_in_pipeline_split follow Megatron's looped placement "
+          "(stage s on rank s mod pp); this schedule places stage " +
+          std::to_string(s) + " on rank " + std::to_string(rank));
+    }
+    out.push_back(accounted ? virtual_stages[static_cast<std::size_t>(s)]
+                            : ranks[static_cast<std::size_t>(rank)] / spec.vp);  // vp divides
   }
   return out;
 }

@@ -245,7 +245,23 @@ TEST_F(Cli, SimulateSplitsLayersUnevenlyOverThePipeline) {
               HasSubstr("pipeline_layers add up to 128; expected the model's layers (126)"));
   Outcome both = metron(flags + " --pipeline-layers 126 --first-stage-layers 7");
   EXPECT_EQ(both.code, 2);
-  EXPECT_THAT(both.err, HasSubstr("expected one way to split the layers, got both"));
+  EXPECT_THAT(both.err, HasSubstr("expected one way to split the layers, got two"));
+  // Megatron's other way: the embedding and the loss counted as layers, (126 + 2) / 16 = 8 per
+  // rank and one less on the edges; interleaved, the ranks hold the same, their edge chunks 3.
+  const std::string accounted =
+      " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split";
+  Outcome megatron = metron(flags + accounted);
+  EXPECT_EQ(megatron.code, 0) << megatron.err;
+  EXPECT_THAT(megatron.out, HasSubstr("layers per rank       7, 8 x 14, 7"));
+  Outcome interleaved = metron(
+      "simulate --model llama3-405b --hardware dgx-h100 --gpus 16384 --tp 8 --pp 16 --dp 128 "
+      "--vp 2 --schedule interleaved-1f1b --global-batch 2048 --seq 8192 --sp" +
+      accounted);
+  EXPECT_EQ(interleaved.code, 0) << interleaved.err;
+  EXPECT_THAT(interleaved.out, HasSubstr("layers per rank       7, 8 x 14, 7"));
+  Outcome two = metron(flags + accounted + " --first-stage-layers 7");
+  EXPECT_EQ(two.code, 2);
+  EXPECT_THAT(two.err, HasSubstr("expected one way to split the layers, got two"));
 }
 
 TEST_F(Cli, PresetsListsEveryModelWithItsSize) {
@@ -369,7 +385,7 @@ TEST_F(Cli, CostReportsEachRanksLayersOfAnUnevenSplit) {
   // Both forms at once, or a split that does not add up: exit 2, naming what is wrong.
   const Outcome both = metron(args + " --pipeline-layers 24,24,24,24 --first-stage-layers 20");
   EXPECT_EQ(both.code, 2);
-  EXPECT_THAT(both.err, HasSubstr("expected one way to split the layers, got both"));
+  EXPECT_THAT(both.err, HasSubstr("expected one way to split the layers, got two"));
   const Outcome short_split = metron(args + " --pipeline-layers 24,24,24,23");
   EXPECT_EQ(short_split.code, 2);
   EXPECT_THAT(short_split.err, HasSubstr("95"));

@@ -218,6 +218,53 @@ TEST(ValidateParallel, RejectsAListThatDoesNotAddUp) {
                      "first_stage_layers or last_stage_layers beside it");
 }
 
+// Megatron-Core's account_for_embedding/loss_in_pipeline_split (get_transformer_layer_offset):
+// Llama 3 405B's 126 layers + embedding + loss = 128 over pp 16 · vp 2 virtual stages are 4 each,
+// the first and the last 3; rank 0 runs stages 0 and 16 (3 + 4), rank 15 stages 15 and 31 (4 + 3).
+// With one chunk per rank it is first/last 7, as Meta ran it.
+TEST(ValidateParallel, AccountsForTheEmbeddingAndTheLossAsMegatronDoes) {
+  const ModelSpec& llama = model_preset("llama3-405b");
+  ParallelSpec spec{.tp = 8, .pp = 16, .dp = 8, .vp = 2, .global_batch = 2048};
+  spec.account_for_embedding_in_pipeline_split = true;
+  spec.account_for_loss_in_pipeline_split = true;
+  EXPECT_TRUE(spec.uneven_split());
+  EXPECT_NO_THROW(validate(spec, llama, 1024));
+  std::vector<std::int64_t> stages(32, 4);
+  stages.front() = 3;
+  stages.back() = 3;
+  EXPECT_EQ(virtual_stage_layers(llama, spec), stages);
+  std::vector<std::int64_t> ranks(16, 8);
+  ranks.front() = 7;
+  ranks.back() = 7;
+  EXPECT_EQ(pipeline_rank_layers(llama, spec), ranks);
+  spec.vp = 1;
+  ParallelSpec ends{.tp = 8, .pp = 16, .dp = 8, .global_batch = 2048};
+  ends.first_stage_layers = 7;
+  ends.last_stage_layers = 7;
+  EXPECT_EQ(pipeline_rank_layers(llama, spec), pipeline_rank_layers(llama, ends));
+  // The embedding alone: 127 does not divide over 16.
+  const std::string where = "invalid parallel configuration for model \"llama3-405b\": ";
+  spec.account_for_loss_in_pipeline_split = false;
+  expect_invalid(
+      spec, llama,
+      where + "layers (126) + embedding (1) = 127 must be divisible by pp·vp (16·1 = 16)");
+  // Beside another form of split, and with a virtual stage left empty.
+  spec.account_for_loss_in_pipeline_split = true;
+  spec.first_stage_layers = 7;
+  expect_invalid(spec, llama,
+                 where +
+                     "account_for_embedding/loss_in_pipeline_split split the layers themselves; "
+                     "expected no first_stage_layers, last_stage_layers or pipeline_layers beside "
+                     "them");
+  spec.first_stage_layers.reset();
+  spec.pp = 64;
+  spec.vp = 2;  // 128 over 128 virtual stages: 1 each, the edges 0
+  expect_invalid(spec, llama,
+                 where +
+                     "layers (126) + embedding (1) + loss (1) = 128 over pp·vp = 128 leaves a "
+                     "virtual stage without a layer; expected at least one each");
+}
+
 TEST(ValidateParallel, AcceptsAnMoeModelWithExpertParallel) {
   // 8 experts / ep 4 = 2 per rank; dp·cp = 4·2 = 8 ranks / ep 4 = 2 expert replicas.
   const ParallelSpec spec{.dp = 4, .cp = 2, .ep = 4, .num_microbatches = 4};
@@ -442,6 +489,20 @@ TEST(ParallelJson, WritesAndReadsTheListOfEveryRanksLayers) {
   EXPECT_THAT([] { (void)parallel_from_json(R"({"pipeline_layers":[8,-1]})", "p.json"); },
               ThrowsMessage<ParseError>(
                   HasSubstr("pipeline_layers[1]: expected a positive integer, got -1")));
+}
+
+// The accounted split is written only when set, after the other keys.
+TEST(ParallelJson, WritesAndReadsTheAccountedSplit) {
+  ParallelSpec spec{.pp = 4};
+  EXPECT_THAT(to_json(spec), Not(HasSubstr("account_for")));
+  spec.account_for_embedding_in_pipeline_split = true;
+  EXPECT_THAT(to_json(spec), HasSubstr(R"("account_for_embedding_in_pipeline_split":true})"));
+  EXPECT_EQ(parallel_from_json(to_json(spec)), spec);
+  spec.account_for_loss_in_pipeline_split = true;
+  EXPECT_EQ(parallel_from_json(to_json(spec)), spec);
+  EXPECT_THAT(
+      [] { (void)parallel_from_json(R"({"account_for_loss_in_pipeline_split":1})", "p.json"); },
+      ThrowsMessage<ParseError>(HasSubstr("account_for_loss_in_pipeline_split")));
 }
 
 TEST(ParallelJson, RoundTrips) {

@@ -13,6 +13,7 @@
 #include <tuple>
 #include <variant>
 
+#include "metron/base/error.h"
 #include "metron/models/comm_cost.h"
 #include "metron/models/compute_cost.h"
 #include "metron/models/hardware_presets.h"
@@ -262,6 +263,50 @@ TEST(StepBuilder, AListOfEveryRanksLayersRunsItsOwnRanges) {
   EXPECT_EQ(a.result.makespan, b.result.makespan);
   EXPECT_EQ(a.step.costs.forward, b.step.costs.forward);
   EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+}
+
+// account_for_embedding/loss_in_pipeline_split (Note [uneven stages]), interleaved: 10 layers +
+// embedding + loss = 12 over pp 3 · vp 2 give every virtual stage 2 layers, the first and the
+// last 1, so rank 0 runs stages 0 and 3 (1 + 2 layers), rank 2 stages 2 and 5 (2 + 1). The
+// forwards run those ranges, and each stage's forward time is its own layers'.
+TEST(StepBuilder, AnAccountedSplitGivesTheFirstAndLastVirtualStagesALayerLess) {
+  Scenario s = gpt_125m(1, 3, 1);
+  s.model->layers = 10;
+  s.schedule = {.name = "interleaved-1f1b"};
+  s.parallel.vp = 2;
+  s.parallel.num_microbatches = 6;
+  s.parallel.account_for_embedding_in_pipeline_split = true;
+  s.parallel.account_for_loss_in_pipeline_split = true;
+  const Step step = build_step(s);
+  const std::map<std::int32_t, ir::LayerRange> expected{{0, {0, 1}}, {1, {1, 3}}, {2, {3, 5}},
+                                                        {3, {5, 7}}, {4, {7, 9}}, {5, {9, 10}}};
+  EXPECT_EQ(expect_forward_layers(step, expected), 36);  // 6 stages × 6 microbatches
+  const models::LayerPhaseCosts layer = models::layer_phase_costs(
+      *s.model, models::layer_shape(*s.model, s.parallel), s.parallel.recompute,
+      models::ComputeModel(s.hardware, s.model->dtype));
+  EXPECT_DOUBLE_EQ(step.costs.forward[1], 2 * layer.forward.seconds);
+  EXPECT_DOUBLE_EQ(step.costs.forward[4], 2 * layer.forward.seconds);
+  // With one chunk per rank it is Megatron's first/last split: 12 + 2 over pp 7 is 2 each, the
+  // edges 1, which simulates exactly as first 1, last 1.
+  Scenario accounted = gpt_125m(1, 7, 1);
+  accounted.parallel.account_for_embedding_in_pipeline_split = true;
+  accounted.parallel.account_for_loss_in_pipeline_split = true;
+  Scenario edges = gpt_125m(1, 7, 1);
+  edges.parallel.first_stage_layers = 1;
+  edges.parallel.last_stage_layers = 1;
+  const Evaluation a = evaluate(accounted);
+  const Evaluation b = evaluate(edges);
+  EXPECT_EQ(a.result.makespan, b.result.makespan);
+  EXPECT_EQ(a.step.costs.forward, b.step.costs.forward);
+  EXPECT_EQ(a.peak_memory_bytes, b.peak_memory_bytes);
+  // Megatron defines it for its looped placement; a V schedule is refused, naming why.
+  Scenario v = gpt_125m(1, 2, 1);
+  v.schedule = {.name = "zb-v"};
+  v.parallel.vp = 2;
+  v.parallel.account_for_loss_in_pipeline_split = true;
+  v.model->layers = 11;  // 11 + 1 over 4 virtual stages
+  EXPECT_THAT([&] { (void)build_step(v); },
+              ::testing::ThrowsMessage<InvalidConfig>(::testing::HasSubstr("looped placement")));
 }
 
 // zero_per_tensor_collectives (Note [per-tensor host work]): a ZeRO-3 collective of `count`

@@ -23,7 +23,15 @@
 // pp 16, for instance: first and last 7, the 14 others 8. pipeline_layers names every rank's
 // count instead, pp of them adding up to the layers, each divisible by vp (any split, such as
 // 8, 8 x 14, 6, which first/last cannot express); it excludes the first/last counts and is
-// written to JSON only when given.
+// written to JSON only when given. account_for_embedding_in_pipeline_split and
+// account_for_loss_in_pipeline_split are Megatron-Core's other way (get_transformer_layer_offset,
+// get_num_layers_to_build): the layers plus one for the embedding and one for the loss split
+// evenly over the pp·vp virtual stages, and the first (last) virtual stage holds one layer less
+// for the embedding (loss). Llama 3 405B's 126 layers + 2 on pp 16, vp 2: every virtual stage 4
+// layers, the first and the last 3. They replace the other forms (Megatron applies them only to
+// an otherwise even split), each virtual stage keeps at least one layer, and they follow the
+// looped placement of Megatron's schedules (stage s on rank s mod pp); written to JSON only when
+// set.
 //
 // Rank layout (Megatron's default order "tp-cp-ep-dp-pp"): tp varies fastest, then cp, then dp,
 // then pp; the ep ranks of an expert layer are carved out of the dp·cp ranks. This decides which
@@ -107,10 +115,16 @@ struct ParallelSpec {
   std::optional<std::int64_t> last_stage_layers;
   /// Every pipeline rank's layers (Note [uneven stages]); empty: even, or first/last.
   std::vector<std::int64_t> pipeline_layers;
+  /// Megatron-Core's --account-for-embedding-in-pipeline-split and
+  /// --account-for-loss-in-pipeline-split (Note [uneven stages]): the embedding, the loss,
+  /// counts as one more layer of the first, the last, virtual pipeline stage.
+  bool account_for_embedding_in_pipeline_split = false;
+  bool account_for_loss_in_pipeline_split = false;
 
   /// Whether the layers split other than evenly (Note [uneven stages]).
   [[nodiscard]] bool uneven_split() const {
-    return first_stage_layers || last_stage_layers || !pipeline_layers.empty();
+    return first_stage_layers || last_stage_layers || !pipeline_layers.empty() ||
+           account_for_embedding_in_pipeline_split || account_for_loss_in_pipeline_split;
   }
   /// tp · pp · dp · cp: the GPUs one configuration occupies.
   [[nodiscard]] std::int64_t gpus() const { return tp * pp * dp * cp; }
@@ -138,6 +152,12 @@ struct ParallelSpec {
 /// not divisible by the other ranks, a rank's layers not divisible by vp; pipeline_layers with
 /// first/last, with other than pp counts or with a sum other than the layers.
 std::vector<std::int64_t> pipeline_rank_layers(const ModelSpec& model, const ParallelSpec& spec);
+
+/// The layers of each of the pp·vp virtual stages in the looped order (stage s on rank s mod
+/// pp): rank layers / vp, or under account_for_* the accounted split (Note [uneven stages]).
+/// Throws InvalidConfig as pipeline_rank_layers does, and for ranks whose layers vp does not
+/// divide.
+std::vector<std::int64_t> virtual_stage_layers(const ModelSpec& model, const ParallelSpec& spec);
 
 /// Throws InvalidConfig listing every problem of `spec` for `model` (and `gpus` when given):
 /// non-positive sizes; layers that do not split over the pipeline ranks and their vp chunks

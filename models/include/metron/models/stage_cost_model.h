@@ -33,8 +33,10 @@ namespace metron::models {
 /// The transformer layers of each of the pp·vp model stages: its pipeline rank's layers
 /// (pipeline_rank_layers, Note [uneven stages]) over vp. `stage_ranks` gives each stage's rank
 /// (pipeline::stage_ranks; V schedules place stage pp on rank pp−1); empty: Megatron's
-/// interleaved placement, stage s on rank s mod pp. Throws InvalidConfig when the layers do not
-/// split, or stage_ranks is neither empty nor pp·vp ranks below pp.
+/// interleaved placement, stage s on rank s mod pp. Under account_for_* each stage's own count
+/// (virtual_stage_layers), for the looped placement only. Throws InvalidConfig when the layers
+/// do not split, stage_ranks is neither empty nor pp·vp ranks below pp, or an accounted split
+/// meets another placement.
 std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const ParallelSpec& spec,
                                              std::span<const std::int32_t> stage_ranks = {});
 

@@ -20,7 +20,8 @@ namespace {
 
 constexpr std::string_view kFields =
     "tpN, ppN, dpN, cpN, epN, vpN, mbsN, firstN, lastN, sp, nosp, recompute=MODE, N=K, bucket=B, "
-    "attention=KERNEL, fp8=RECIPE, tpoverlap, notpoverlap, a schedule or a sync policy";
+    "attention=KERNEL, fp8=RECIPE, tpoverlap, notpoverlap, account=embedding+loss, a schedule or "
+    "a sync policy";
 
 constexpr std::int64_t kMaxBucket = std::int64_t{1} << 40;
 
@@ -33,6 +34,9 @@ struct Named {
   std::optional<models::Fp8Recipe> fp8;
   std::optional<std::string_view> schedule;
   std::optional<sync::SyncPolicy> policy;
+  bool account_named = false;  // account=embedding, account=loss, account=embedding+loss
+  bool account_embedding = false;
+  bool account_loss = false;
 };
 
 [[noreturn]] void refuse(std::string_view text, const std::string& why) {
@@ -113,6 +117,15 @@ Named read_tokens(std::string_view text) {
           models::parse_attention_kernel(token.substr(10));
       if (!a) refuse(text, fmt::format("'{}': expected attention=unfused|fused", token));
       set_once(n.attention, *a, token, text);
+    } else if (token.starts_with("account=")) {
+      const std::string_view what = token.substr(8);
+      if (what != "embedding" && what != "loss" && what != "embedding+loss") {
+        refuse(text, fmt::format("'{}': expected account=embedding|loss|embedding+loss", token));
+      }
+      if (n.account_named) refuse(text, fmt::format("'{}' names a field a second time", token));
+      n.account_named = true;
+      n.account_embedding = what != "loss";
+      n.account_loss = what != "embedding";
     } else if (token.starts_with("fp8=")) {
       const std::optional<models::Fp8Recipe> r = models::parse_fp8_recipe(token.substr(4));
       if (!r) refuse(text, fmt::format("'{}': expected fp8=off|delayed|current", token));
@@ -169,12 +182,11 @@ Candidate parse_configuration(const PlanRequest& request, std::string_view text)
   p.last_stage_layers = n.last;
   const std::int64_t model_stages =
       info.placement == pipeline::Placement::kBidirectional ? p.pp : p.pp * p.vp;
-  if (!n.first && !n.last && request.model.layers % model_stages != 0 &&
+  p.account_for_embedding_in_pipeline_split = n.account_embedding;
+  p.account_for_loss_in_pipeline_split = n.account_loss;
+  if (!n.first && !n.last && !n.account_named && request.model.layers % model_stages != 0 &&
       info.placement == pipeline::Placement::kLoop) {
-    if (const auto split = uneven_stage_layers(request.model.layers, p.pp, p.vp)) {
-      p.first_stage_layers = split->first;
-      p.last_stage_layers = split->second;
-    }
+    (void)split_unevenly(p, request.model.layers);
   }
   if (n.group_size) c.group_size = static_cast<std::int32_t>(*n.group_size);
   c.policy = n.policy.value_or(sync::SyncPolicy::kMegatronDistopt);

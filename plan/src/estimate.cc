@@ -53,6 +53,12 @@ double blocking_seconds(const std::vector<models::LayerComm>& list,
   return total;
 }
 
+/// 1 for the embedding, 2 for the loss: the accounted split (Note [uneven stages]) in a cache key.
+int accounted_split(const models::ParallelSpec& p) {
+  return (p.account_for_embedding_in_pipeline_split ? 1 : 0) +
+         (p.account_for_loss_in_pipeline_split ? 2 : 0);
+}
+
 /// The schedule's chunks as the models see them (DualPipe's directions are copies of pp stages).
 models::ParallelSpec model_parallel(const Candidate& c, const pipeline::ScheduleInfo& info) {
   models::ParallelSpec mp = c.parallel;
@@ -105,11 +111,12 @@ Estimator::~Estimator() = default;
 std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidate& c) const {
   const pipeline::ScheduleInfo& info = pipeline::find_schedule(c.schedule);
   const models::ParallelSpec mp = model_parallel(c, info);
-  const auto key = std::make_tuple(
-      mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size, static_cast<int>(mp.recompute), mp.pp,
-      mp.vp, splits_backward(c.schedule), mp.first_stage_layers.value_or(0),
-      mp.last_stage_layers.value_or(0), static_cast<int>(info.placement),
-      static_cast<int>(mp.attention), static_cast<int>(mp.fp8), mp.tp_comm_overlap);
+  const auto key =
+      std::make_tuple(mp.tp, mp.cp, mp.ep, mp.sp(), mp.microbatch_size,
+                      static_cast<int>(mp.recompute), mp.pp, mp.vp, splits_backward(c.schedule),
+                      mp.first_stage_layers.value_or(0), mp.last_stage_layers.value_or(0),
+                      static_cast<int>(info.placement), static_cast<int>(mp.attention),
+                      static_cast<int>(mp.fp8), mp.tp_comm_overlap, accounted_split(mp));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = profiles_.find(key); it != profiles_.end()) return it->second;
@@ -144,13 +151,18 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
   const double activation = models::layer_activation_bytes(request_.model, shape, mp.recompute);
   const double weight_grad =
       models::layer_activation_bytes(request_.model, shape, models::Recompute::kSelective);
+  // A rank's chunks hold the same layers, except under an accounted split, whose first and last
+  // virtual stages hold one less: the rank's largest chunk stands for all of them, so the stash
+  // estimate stays an upper bound there (and is exact elsewhere).
   p->stash.resize(static_cast<std::size_t>(mp.pp));
   for (std::size_t s = 0; s < stage_ranks.size(); ++s) {
     const auto layers = static_cast<double>(stage_layers[s]);
-    p->stash[static_cast<std::size_t>(stage_ranks[s])] = {
-        .activation = static_cast<double>(static_cast<std::int64_t>(layers * activation)),
-        .weight_grad = static_cast<double>(static_cast<std::int64_t>(layers * weight_grad)),
-        .output = static_cast<double>(models::boundary_bytes(request_.model, mp))};
+    detail::StashBytes& stash = p->stash[static_cast<std::size_t>(stage_ranks[s])];
+    stash.activation = std::max(
+        stash.activation, static_cast<double>(static_cast<std::int64_t>(layers * activation)));
+    stash.weight_grad = std::max(
+        stash.weight_grad, static_cast<double>(static_cast<std::int64_t>(layers * weight_grad)));
+    stash.output = static_cast<double>(models::boundary_bytes(request_.model, mp));
   }
   const std::lock_guard lock(mutex_);
   return profiles_.emplace(key, std::move(p)).first->second;
@@ -158,9 +170,10 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
 
 std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidate& c) const {
   const models::ParallelSpec mp = model_parallel(c, pipeline::find_schedule(c.schedule));
-  const auto key = std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep,
-                                   static_cast<int>(c.policy), mp.first_stage_layers.value_or(0),
-                                   mp.last_stage_layers.value_or(0), static_cast<int>(mp.fp8));
+  const auto key =
+      std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy),
+                      mp.first_stage_layers.value_or(0), mp.last_stage_layers.value_or(0),
+                      static_cast<int>(mp.fp8), accounted_split(mp));
   {
     const std::lock_guard lock(mutex_);
     if (auto it = rank_states_.find(key); it != rank_states_.end()) return it->second;

@@ -162,7 +162,8 @@ class Enumerator {
     for (std::int64_t pp : values_or(r_.space.pp, range(1, std::min(max_pp, m_.layers)))) {
       const std::string pp_family =
           fmt::format("tp={}{} pp={}", tp, cp > 1 ? fmt::format(" cp={}", cp) : "", pp);
-      if (m_.layers % pp != 0 && !uneven_stage_layers(m_.layers, pp, 1)) {
+      models::ParallelSpec one_chunk{.pp = pp};
+      if (m_.layers % pp != 0 && !split_unevenly(one_chunk, m_.layers)) {
         drop(DropReason::kLayers, pp_family,
              fmt::format("layers ({}) split over pp = {} neither evenly nor with lighter first "
                          "and last ranks",
@@ -194,12 +195,11 @@ class Enumerator {
         continue;
       }
       const std::int64_t model_stages = info.placement == Placement::kBidirectional ? pp : pp * vp;
-      std::optional<std::pair<std::int64_t, std::int64_t>> uneven;
+      models::ParallelSpec split{.pp = pp, .vp = vp};
       if (m_.layers % model_stages != 0) {
         // Uneven splits for the loop placements only: a V or DualPipe puts the first and the
         // last model stage on the same rank, which Megatron's first/last counts do not describe.
-        if (info.placement == Placement::kLoop) uneven = uneven_stage_layers(m_.layers, pp, vp);
-        if (!uneven) {
+        if (info.placement != Placement::kLoop || !split_unevenly(split, m_.layers)) {
           drop(DropReason::kLayers, family,
                fmt::format("layers ({}) not divisible by {} model stages (pp·vp){}", m_.layers,
                            model_stages,
@@ -231,10 +231,11 @@ class Enumerator {
       for (std::int64_t dp : dps) {
         Candidate c{.parallel = {.tp = tp, .pp = pp, .dp = dp, .vp = vp, .cp = cp},
                     .schedule = info.name};
-        if (uneven) {
-          c.parallel.first_stage_layers = uneven->first;
-          c.parallel.last_stage_layers = uneven->second;
-        }
+        c.parallel.first_stage_layers = split.first_stage_layers;
+        c.parallel.last_stage_layers = split.last_stage_layers;
+        c.parallel.account_for_embedding_in_pipeline_split =
+            split.account_for_embedding_in_pipeline_split;
+        c.parallel.account_for_loss_in_pipeline_split = split.account_for_loss_in_pipeline_split;
         over_dp(c, family);
       }
     }
@@ -411,6 +412,19 @@ std::optional<std::pair<std::int64_t, std::int64_t>> uneven_stage_layers(std::in
   return std::nullopt;
 }
 
+bool split_unevenly(models::ParallelSpec& spec, std::int64_t layers) {
+  if (const auto edges = uneven_stage_layers(layers, spec.pp, spec.vp)) {
+    spec.first_stage_layers = edges->first;
+    spec.last_stage_layers = edges->second;
+    return true;
+  }
+  const std::int64_t stages = spec.pp * spec.vp;
+  if (spec.pp < 2 || (layers + 2) % stages != 0 || (layers + 2) / stages < 2) return false;
+  spec.account_for_embedding_in_pipeline_split = true;
+  spec.account_for_loss_in_pipeline_split = true;
+  return true;
+}
+
 std::vector<std::int64_t> default_context_parallel_sizes(std::int64_t seq) {
   std::vector<std::int64_t> out = {1};
   for (std::int64_t cp = 2; seq / cp >= kMinContextShard && seq % (2 * cp) == 0; cp *= 2) {
@@ -443,6 +457,12 @@ std::string describe(const Candidate& c) {
   if (p.first_stage_layers || p.last_stage_layers) {
     out += fmt::format(" first{} last{}", p.first_stage_layers.value_or(0),
                        p.last_stage_layers.value_or(0));
+  }
+  if (p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split) {
+    out += p.account_for_embedding_in_pipeline_split
+               ? (p.account_for_loss_in_pipeline_split ? " account=embedding+loss"
+                                                       : " account=embedding")
+               : " account=loss";
   }
   if (p.sp()) out += " sp";
   out += fmt::format(" {}", c.schedule);

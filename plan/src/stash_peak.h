@@ -14,7 +14,8 @@ namespace metron::plan::detail {
 
 /// One chunk's stashes for one microbatch (the lowering's activation_bytes, weight_grad_bytes and
 /// p2p_bytes). The functions below take them per pipeline rank: every chunk of a rank holds the
-/// same layers, and under an uneven split (Note [uneven stages]) ranks differ.
+/// same layers, and under an uneven split (Note [uneven stages]) ranks differ; under an accounted
+/// split an edge rank's chunks differ by a layer, and the estimator passes its largest.
 struct StashBytes {
   double activation = 0;
   double weight_grad = 0;

@@ -120,6 +120,17 @@ TEST(ConfigurationText, SplitsLayersAsTheSearchDoesWhereTheyDoNotDivide) {
   const Candidate named = parse_configuration(r, "tp8 pp16 dp128 first6 last8");
   EXPECT_EQ(named.parallel.first_stage_layers, 6);
   EXPECT_EQ(named.parallel.last_stage_layers, 8);
+  // Interleaved on 4 chunks: no whole-chunk edge counts, so the accounted split, which describe
+  // writes and reads back.
+  const Candidate interleaved = parse_configuration(r, "tp8 pp16 dp128 vp4");
+  EXPECT_TRUE(interleaved.parallel.account_for_embedding_in_pipeline_split);
+  EXPECT_TRUE(interleaved.parallel.account_for_loss_in_pipeline_split);
+  EXPECT_THAT(describe(interleaved), HasSubstr(" account=embedding+loss"));
+  EXPECT_EQ(parse_configuration(r, describe(interleaved)), interleaved);
+  EXPECT_THAT(refusal(r, "tp8 pp16 dp128 vp4 account=both"),
+              HasSubstr("expected account=embedding|loss|embedding+loss"));
+  // Named alone, the loss: 126 + 1 does not divide over 64 virtual stages.
+  EXPECT_THAT(refusal(r, "tp8 pp16 dp128 vp4 account=loss"), HasSubstr("127"));
 }
 
 TEST(ConfigurationText, RefusesWhatIsNotAConfigurationNamingIt) {

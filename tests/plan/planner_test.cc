@@ -11,6 +11,8 @@
 
 #include "metron/base/error.h"
 #include "metron/models/hardware_presets.h"
+#include "metron/models/layer_shape.h"
+#include "metron/models/memory_model.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/stage_cost_model.h"
 
@@ -77,6 +79,16 @@ void expect_estimates_hold(const PlanRequest& r, const PlanResult& all) {
       if (megatron) {
         EXPECT_LE(c.estimated_memory_bytes, c.peak_memory_bytes) << describe(c.candidate);
       }
+    } else if (megatron && c.candidate.parallel.account_for_embedding_in_pipeline_split) {
+      // An accounted split's edge ranks hold chunks a layer apart; the estimate counts each as
+      // the larger, so it exceeds the walk by less than a layer's stash per microbatch chunk.
+      const models::ParallelSpec& p = c.candidate.parallel;
+      const double layer =
+          models::layer_activation_bytes(r.model, models::layer_shape(r.model, p), p.recompute);
+      EXPECT_GE(c.estimated_memory_bytes, c.peak_memory_bytes - 1.0) << describe(c.candidate);
+      EXPECT_LE(c.estimated_memory_bytes,
+                c.peak_memory_bytes + layer * static_cast<double>(*p.microbatches() * p.vp))
+          << describe(c.candidate);
     } else if (megatron) {
       // Batched p2p: every output is sent before the next compute, so the walk is exact.
       EXPECT_NEAR(c.estimated_memory_bytes, c.peak_memory_bytes, 1.0) << describe(c.candidate);
@@ -145,6 +157,41 @@ TEST(Planner, EstimatesHoldForUnevenSplits) {
     EXPECT_EQ(c.candidate.parallel.first_stage_layers, two_chunks ? 8 : 9) << describe(c.candidate);
     EXPECT_EQ(c.candidate.parallel.last_stage_layers, two_chunks ? 8 : 9) << describe(c.candidate);
   }
+  expect_estimates_hold(r, all);
+}
+
+// 22 layers on 4 pipeline ranks: one chunk per rank splits 5, 6, 6, 5 (first/last counts); two
+// chunks cannot have whole-chunk edge counts (2·edge + 2·middle = 22 needs an odd one), so the
+// search takes Megatron's accounted split, (22 + 2) / 8 = 3 per virtual stage and 2 on the first
+// and the last. The estimates hold for both.
+TEST(Planner, EstimatesHoldForAccountedSplits) {
+  PlanRequest r = gpt3_1_3b(16, 32);
+  r.model.layers = 22;
+  r.space.tp = {1, 2};
+  r.space.pp = {4};
+  r.space.max_vp = 2;
+  r.space.max_microbatch_size = 2;
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.schedules = {"1f1b", "interleaved-1f1b"};
+  r.space.policies = {sync::SyncPolicy::kMegatronDistopt};
+  r.top_k = 100000;
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_GT(all.ranked.size(), 10U);
+  std::int32_t accounted = 0;
+  for (const PlannedConfig& c : all.ranked) {
+    const models::ParallelSpec& p = c.candidate.parallel;
+    if (p.vp == 2) {
+      ++accounted;
+      EXPECT_TRUE(p.account_for_embedding_in_pipeline_split && p.account_for_loss_in_pipeline_split)
+          << describe(c.candidate);
+      EXPECT_EQ(models::virtual_stage_layers(r.model, p),
+                (std::vector<std::int64_t>{2, 3, 3, 3, 3, 3, 3, 2}));
+    } else {
+      EXPECT_EQ(p.first_stage_layers, 5) << describe(c.candidate);
+      EXPECT_EQ(p.last_stage_layers, 5) << describe(c.candidate);
+    }
+  }
+  EXPECT_GT(accounted, 0);
   expect_estimates_hold(r, all);
 }
 

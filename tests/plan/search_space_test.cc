@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -167,8 +168,10 @@ TEST(SearchSpace, SplitsLayersUnevenlyWhereTheyDoNotDivideAndDropsWhatSplitsNeit
 
 TEST(SearchSpace, SplitsLlama3405bOnSixteenStagesAsMetaDid) {
   // 126 layers on pp 16: 7 + 14 · 8 + 7 (the Llama 3 paper's first and last stages one layer
-  // short); no split into 2 chunks per rank exists (each rank's layers even, edges at most the
-  // middle: 2·edge + 14·middle = 126 has no solution with both even), and V placements stay even.
+  // short). With 2 chunks per rank no whole-chunk edge counts exist (each rank's layers even,
+  // edges at most the middle: 2·edge + 14·middle = 126 has no solution with both even), but
+  // Megatron's accounted split does: (126 + 2) / 32 = 4 per virtual stage, the first and the
+  // last 3. V placements stay even, so zb-v is dropped.
   PlanRequest r = request("llama3-405b", 16384, 2048);
   r.seq_len = 8192;
   r.space.tp = {8};
@@ -177,14 +180,38 @@ TEST(SearchSpace, SplitsLlama3405bOnSixteenStagesAsMetaDid) {
   r.space.vp = {2};
   const SearchSpace s = enumerate_space(r);
   ASSERT_FALSE(s.candidates.empty());
+  std::set<std::string_view> schedules;
   for (const Candidate& c : s.candidates) {
-    EXPECT_EQ(c.schedule, "1f1b") << describe(c);
-    EXPECT_EQ(c.parallel.first_stage_layers, 7);
-    EXPECT_EQ(c.parallel.last_stage_layers, 7);
+    schedules.insert(c.schedule);
+    const bool interleaved = c.schedule == "interleaved-1f1b";
+    EXPECT_EQ(c.parallel.first_stage_layers, interleaved ? std::nullopt : std::optional(7));
+    EXPECT_EQ(c.parallel.last_stage_layers, interleaved ? std::nullopt : std::optional(7));
+    EXPECT_EQ(c.parallel.account_for_embedding_in_pipeline_split, interleaved) << describe(c);
+    EXPECT_EQ(c.parallel.account_for_loss_in_pipeline_split, interleaved) << describe(c);
+    EXPECT_EQ(models::pipeline_rank_layers(r.model, c.parallel).front(), 7) << describe(c);
   }
+  EXPECT_EQ(schedules, (std::set<std::string_view>{"1f1b", "interleaved-1f1b"}));
   EXPECT_THAT(describe(s.candidates.front()), ::testing::HasSubstr(" first7 last7 "));
-  EXPECT_NE(find_family(s, DropReason::kLayers, "tp=8 pp=16 interleaved-1f1b vp=2"), nullptr);
+  EXPECT_THAT(describe(s.candidates.back()), ::testing::HasSubstr(" account=embedding+loss"));
+  EXPECT_EQ(find_family(s, DropReason::kLayers, "tp=8 pp=16 interleaved-1f1b vp=2"), nullptr);
   EXPECT_NE(find_family(s, DropReason::kLayers, "tp=8 pp=16 zb-v vp=2"), nullptr);
+}
+
+// split_unevenly: Megatron's edge counts where whole chunks allow them, else its accounted split,
+// else nothing (Note [uneven stages]).
+TEST(SearchSpace, SplitsUnevenlyByEdgeCountsElseByAccountingTheEmbeddingAndLoss) {
+  models::ParallelSpec edges{.pp = 16};
+  ASSERT_TRUE(split_unevenly(edges, 126));
+  EXPECT_EQ(edges.first_stage_layers, 7);
+  EXPECT_FALSE(edges.account_for_embedding_in_pipeline_split);
+  models::ParallelSpec four{.pp = 16, .vp = 4};  // 128 / 64 = 2 per virtual stage, edges 1
+  ASSERT_TRUE(split_unevenly(four, 126));
+  EXPECT_EQ(four.first_stage_layers, std::nullopt);
+  EXPECT_TRUE(four.account_for_embedding_in_pipeline_split);
+  EXPECT_TRUE(four.account_for_loss_in_pipeline_split);
+  models::ParallelSpec eight{.pp = 16, .vp = 8};  // 128 / 128 = 1: the edges would hold none
+  EXPECT_FALSE(split_unevenly(eight, 126));
+  EXPECT_EQ(eight, (models::ParallelSpec{.pp = 16, .vp = 8}));
 }
 
 TEST(SearchSpace, DropsTensorParallelSizesThatDoNotDivideTheHeads) {

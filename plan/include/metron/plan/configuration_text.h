@@ -5,14 +5,15 @@
 //   Tokens, separated by spaces, in any order: tpN, ppN, dpN, cpN, epN, vpN, mbsN, firstN, lastN
 //   (an "=" before N is allowed: tp=8), sp or nosp, recompute=none|selective|full, N=K (the
 //   interleaved group size), bucket=B, attention=unfused|fused, fp8=off|delayed|current,
-//   tpoverlap or notpoverlap, a schedule name and a sync policy name. What is not named takes
+//   tpoverlap or notpoverlap, account=embedding|loss|embedding+loss (Megatron's accounted
+//   split, Note [uneven stages]), a schedule name and a sync policy name. What is not named takes
 //   the planner's choice for it: tp, pp, cp, ep 1; dp what the request's GPUs leave
 //   (gpus / (tp·pp·cp)); vp the schedule's (1, a V schedule's 2, 2 for the schedules that take
 //   many, takes_many_chunks); mbs 1; sequence parallelism where tp > 1 and tp·cp divides the
 //   sequence; recompute none; attention, fp8 and tp comm overlap the request's first listed
 //   value (the overlap only where sequence parallelism is on), else unfused, off, off; schedule
 //   1f1b (interleaved-1f1b when vp > 1 is named); megatron-distopt; and where the layers do not
-//   divide over pp·vp, the search's uneven split (uneven_stage_layers). The global batch and
+//   divide over pp·vp, the search's uneven split (split_unevenly). The global batch and
 //   sequence are the request's. describe() writes this form.
 
 #include <string_view>

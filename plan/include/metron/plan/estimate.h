@@ -83,14 +83,14 @@ class Estimator {
   mutable std::mutex mutex_;
   // Keys: the sizes a profile or a rank state depends on, first and last stage layers included
   // (0 when even), and the kernel options (attention, fp8, tp comm overlap; fp8 alone changes
-  // the model state, with its weight casts).
+  // the model state, with its weight casts), and an accounted split (accounted_split).
   mutable std::map<
       std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, int, std::int64_t,
-                 std::int64_t, bool, std::int64_t, std::int64_t, int, int, int, bool>,
+                 std::int64_t, bool, std::int64_t, std::int64_t, int, int, int, bool, int>,
       std::shared_ptr<const StageProfile>>
       profiles_;
   mutable std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                              std::int64_t, int, std::int64_t, std::int64_t, int>,
+                              std::int64_t, int, std::int64_t, std::int64_t, int, int>,
                    std::shared_ptr<const RankState>>
       rank_states_;
   /// Orders of the schedules without a closed-form stash peak, by (schedule, pp, vp, m, N).

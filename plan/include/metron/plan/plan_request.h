@@ -31,7 +31,9 @@
 //                        one-chunk and interleaved schedules, Megatron's uneven split with the
 //                        first and last ranks lighter (Note [uneven stages]): the heaviest edge
 //                        count no larger than the others' (Llama 3 405B's 126 layers on pp 16:
-//                        7, 8 × 14, 7); V schedules and DualPipe split evenly only
+//                        7, 8 × 14, 7); where whole chunks allow no such split, Megatron's
+//                        accounted split (the embedding and the loss a layer each:
+//                        split_unevenly); V schedules and DualPipe split evenly only
 //
 //   The three kernel options default to what `simulate` assumes, not to what is fastest: fused
 //   attention, FP8 and userbuffers overlap each need software (Transformer Engine, FlashAttention)

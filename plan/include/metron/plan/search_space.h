@@ -54,8 +54,9 @@ struct Candidate {
 /// "tp8 pp16 dp8 vp2 mbs1 sp interleaved-1f1b megatron-distopt" — the fields a reader compares
 /// configurations by; cp, ep, recompute, group size, bucket size, attention, fp8 and tp comm
 /// overlap only when not the default ("recompute=full attention=fused fp8=delayed tpoverlap"),
-/// and the first and last pipeline ranks' layers of an uneven split ("first7 last7"). The text
-/// reads back with parse_configuration (configuration_text.h).
+/// the first and last pipeline ranks' layers of an uneven split ("first7 last7") and an
+/// accounted split ("account=embedding+loss"). The text reads back with parse_configuration
+/// (configuration_text.h).
 std::string describe(const Candidate& candidate);
 
 /// The family a complete configuration is counted under when a rule drops it:
@@ -85,6 +86,15 @@ inline constexpr std::int64_t kMinContextShard = 8192;
 std::optional<std::pair<std::int64_t, std::int64_t>> uneven_stage_layers(std::int64_t layers,
                                                                          std::int64_t pp,
                                                                          std::int64_t vp);
+
+/// Where the model's layers do not divide over pp·vp model stages of the looped placement, sets
+/// the split the search uses on `spec` (pp and vp set) and returns true: Megatron's first/last
+/// counts (uneven_stage_layers) where they exist, else Megatron's accounted split
+/// (account_for_embedding/loss_in_pipeline_split, Note [uneven stages]) where (layers + 2)
+/// divides over pp·vp with at least 2 per virtual stage — what balances interleaved stages that
+/// whole-chunk edge counts cannot (Llama 3 405B on pp 16, vp 4). False, `spec` unchanged, when
+/// neither exists.
+bool split_unevenly(models::ParallelSpec& spec, std::int64_t layers);
 
 /// The complete scenario of `candidate` under `request` (sync knobs from planner_sync_options).
 scenario::Scenario to_scenario(const PlanRequest& request, const Candidate& candidate);

@@ -37,7 +37,7 @@ Value optional_value(const std::optional<T>& value) {
   return static_cast<std::int64_t>(*value);
 }
 
-const std::array<Field, 29> kFields{{
+const std::array<Field, 31> kFields{{
     {"rank", [](const PlannedConfig&, std::int64_t r) -> Value { return r; }},
     {"tokens_per_s", [](const PlannedConfig& c, std::int64_t) -> Value { return c.tokens_per_s; }},
     {"iteration_time_ms",
@@ -65,6 +65,16 @@ const std::array<Field, 29> kFields{{
     {"last_stage_layers",
      [](const PlannedConfig& c, std::int64_t) -> Value {
        return optional_value(c.candidate.parallel.last_stage_layers);
+     }},
+    // Megatron's accounted split (Note [uneven stages]), the search's uneven split where
+    // whole-chunk edge counts do not exist.
+    {"account_for_embedding_in_pipeline_split",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return c.candidate.parallel.account_for_embedding_in_pipeline_split;
+     }},
+    {"account_for_loss_in_pipeline_split",
+     [](const PlannedConfig& c, std::int64_t) -> Value {
+       return c.candidate.parallel.account_for_loss_in_pipeline_split;
      }},
     {"cp", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.cp; }},
     {"ep", [](const PlannedConfig& c, std::int64_t) -> Value { return c.candidate.parallel.ep; }},

@@ -101,6 +101,7 @@ PlanResult hand_result(const PlanRequest& request) {
   Candidate fused = candidate(2, 2, 4, 1, "1f1b");
   fused.parallel.attention = models::AttentionKernel::kFused;
   fused.parallel.tp_comm_overlap = true;
+  fused.parallel.account_for_loss_in_pipeline_split = true;
   PlannedConfig first = planned(request, fused);
   first.tokens_per_s = 123456.78;
   first.iteration_time_s = 0.53125;
@@ -148,7 +149,7 @@ PlanResult hand_result(const PlanRequest& request) {
   return result;
 }
 
-constexpr std::size_t kColumns = 29;  // Note [plan report fields]
+constexpr std::size_t kColumns = 31;  // Note [plan report fields]
 
 TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   const PlanRequest request = small_request();
@@ -156,7 +157,9 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   const std::string csv = plan_csv(result);
   EXPECT_THAT(csv, StartsWith("rank,tokens_per_s,iteration_time_ms,mfu,bubble_fraction,"
                               "exposed_comm_fraction,peak_memory_bytes,memory_capacity_bytes,gpus,"
-                              "tp,pp,dp,vp,first_stage_layers,last_stage_layers,cp,ep,"
+                              "tp,pp,dp,vp,first_stage_layers,last_stage_layers,"
+                              "account_for_embedding_in_pipeline_split,"
+                              "account_for_loss_in_pipeline_split,cp,ep,"
                               "sequence_parallel,microbatch_size,"
                               "num_microbatches,recompute,attention,fp8,tp_comm_overlap,"
                               "schedule,group_size,policy,bucket_size,bound_ms\n"));
@@ -176,6 +179,9 @@ TEST(PlanReport, CsvHoldsEveryInputAtFullPrecision) {
   EXPECT_EQ(a.at("gpus"), "16");  // 2·2·4
   EXPECT_EQ(a.at("tp") + a.at("pp") + a.at("dp") + a.at("vp") + a.at("cp") + a.at("ep"), "224111");
   EXPECT_EQ(a.at("first_stage_layers") + a.at("last_stage_layers"), "");  // an even split
+  EXPECT_EQ(a.at("account_for_embedding_in_pipeline_split") + "," +
+                a.at("account_for_loss_in_pipeline_split"),
+            "false,true");
   EXPECT_EQ(a.at("sequence_parallel"), "true");
   EXPECT_EQ(a.at("microbatch_size"), "2");
   EXPECT_EQ(a.at("num_microbatches"), "8");  // 64 / (2 · 4)
@@ -227,7 +233,10 @@ TEST(PlanReport, JsonHoldsTheRequestRankingDropsAndStats) {
   EXPECT_TRUE(ranked[0].at("bucket_size").is_null());
   EXPECT_EQ(ranked[0].at("scenario"), nlohmann::json::parse(to_json(result.ranked[0].scenario)));
   EXPECT_EQ(ranked[0].at("configuration"),
-            "tp2 pp2 dp4 vp1 mbs2 sp 1f1b megatron-distopt attention=fused tpoverlap");
+            "tp2 pp2 dp4 vp1 mbs2 account=loss sp 1f1b megatron-distopt attention=fused "
+            "tpoverlap");
+  EXPECT_EQ(ranked[0].at("account_for_loss_in_pipeline_split"), true);
+  EXPECT_EQ(ranked[0].at("account_for_embedding_in_pipeline_split"), false);
   EXPECT_EQ(ranked[0].at("attention"), "fused");
   EXPECT_EQ(ranked[0].at("tp_comm_overlap"), true);
   EXPECT_EQ(ranked[1].at("fp8"), "current");
@@ -316,8 +325,9 @@ TEST(PlanReport, ComparisonSaysWhereANamedConfigurationRanksAndWhatBeatsIt) {
                                "  it ranks #3; 2 configurations beat it:\n"));
   // What each does differently: its own fields that the compared one lacks, the kernel
   // options included.
-  EXPECT_THAT(text, HasSubstr("    #1 37.5% faster: pp2 dp4 attention=fused tpoverlap; bubble "
-                              "12.5% (30.0%), exposed comm 7.1% (5.0%), memory 61.2 GB (33.3)\n"));
+  EXPECT_THAT(text, HasSubstr("    #1 37.5% faster: pp2 dp4 account=loss attention=fused "
+                              "tpoverlap; bubble 12.5% (30.0%), exposed comm 7.1% (5.0%), memory "
+                              "61.2 GB (33.3)\n"));
   EXPECT_THAT(text, HasSubstr("    #2 21.9% faster: tp1 dp4 vp2 first4 last4 interleaved-1f1b N=8 "
                               "ddp bucket=40000000 recompute=selective fp8=current; "));
   // Slower than a full ranking: no place, every ranked one beats it.

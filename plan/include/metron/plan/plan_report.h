@@ -6,14 +6,15 @@
 //   The CSV columns and the JSON fields of a ranked configuration are the same list, in the same
 //   order: rank, tokens_per_s, iteration_time_ms, mfu, bubble_fraction, exposed_comm_fraction,
 //   peak_memory_bytes, memory_capacity_bytes, gpus, tp, pp, dp, vp, first_stage_layers,
-//   last_stage_layers, cp, ep, sequence_parallel, microbatch_size, num_microbatches, recompute,
-//   attention, fp8, tp_comm_overlap, schedule, group_size, policy, bucket_size, bound_ms. Numbers
-//   are written at full precision (shortest round-trip form), so the table's rounded figures are
-//   the CSV's and JSON's rounded. first_stage_layers and last_stage_layers (an uneven split, Note
-//   [uneven stages]), group_size and bucket_size are empty (CSV) or null (JSON) when the even split
-//   or the schedule's or policy's default applies. Fractions are 0..1; the table shows them as
-//   percentages. The table's memory is decimal GB (10^9 bytes), the unit GPU datasheets quote ("80
-//   GB").
+//   last_stage_layers, account_for_embedding_in_pipeline_split,
+//   account_for_loss_in_pipeline_split, cp, ep, sequence_parallel, microbatch_size,
+//   num_microbatches, recompute, attention, fp8, tp_comm_overlap, schedule, group_size, policy,
+//   bucket_size, bound_ms. Numbers are written at full precision (shortest round-trip form), so the
+//   table's rounded figures are the CSV's and JSON's rounded. first_stage_layers and
+//   last_stage_layers (an uneven split, Note [uneven stages]), group_size and bucket_size are empty
+//   (CSV) or null (JSON) when the even split or the schedule's or policy's default applies.
+//   Fractions are 0..1; the table shows them as percentages. The table's memory is decimal GB (10^9
+//   bytes), the unit GPU datasheets quote ("80 GB").
 
 #include <string>
 

@@ -82,10 +82,14 @@ StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,
     costs.backward_weight.push_back(w);
     costs.backward.push_back(i + w);
   }
-  const bool same_node =
-      spec.pp > 1 && parallel_groups(spec, comm.hardware()).pp_neighbours_share_node;
-  costs.p2p = spec.pp > 1 ? comm.p2p_time(boundary_bytes(model, spec), same_node) : 0.0;
+  costs.p2p = pipeline_p2p_time(model, spec, comm);
   return costs;
+}
+
+double pipeline_p2p_time(const ModelSpec& model, const ParallelSpec& spec, const CommModel& comm) {
+  if (spec.pp <= 1) return 0.0;
+  const bool same_node = parallel_groups(spec, comm.hardware()).pp_neighbours_share_node;
+  return comm.p2p_time(boundary_bytes(model, spec), same_node);
 }
 
 std::int64_t boundary_bytes(const ModelSpec& model, const ParallelSpec& spec) {

@@ -18,14 +18,16 @@
 
 namespace metron::plan {
 
-/// What every configuration with the same layer shape and stage count shares.
+/// What every configuration with the same layer shape and stage count shares, whatever its data-
+/// parallel size: the compute of each model stage (the collectives, which dp places, are added
+/// per configuration: LayerCommSeconds) and each rank's stash.
 struct Estimator::StageProfile {
-  // Per model stage, seconds, each with its blocking intra-layer collectives.
+  // Per model stage, seconds of compute.
   std::vector<double> forward;
-  std::vector<double> backward;         ///< B
-  std::vector<double> backward_input;   ///< I
-  std::vector<double> backward_weight;  ///< W
-  double p2p = 0;
+  std::vector<double> backward;           ///< B
+  std::vector<double> backward_input;     ///< I (B where the costs do not split it)
+  std::vector<double> backward_weight;    ///< W (0 where the costs do not split it)
+  std::vector<double> layers;             ///< per model stage
   std::vector<detail::StashBytes> stash;  ///< per pipeline rank: one chunk's
 };
 
@@ -101,6 +103,29 @@ bool splits_backward(std::string_view schedule) {
   return std::find(kSplitting.begin(), kSplitting.end(), schedule) != kSplitting.end();
 }
 
+/// One layer's blocking intra-layer collectives per phase and the p2p, in seconds: what the
+/// placement of the groups, and so the data-parallel size, changes. Computed per configuration
+/// (a few collective times: cheaper than a cache's lookup under its lock).
+struct LayerCommSeconds {
+  double forward = 0;
+  double backward = 0;
+  double backward_input = 0;
+  double backward_weight = 0;
+  double p2p = 0;
+};
+
+LayerCommSeconds layer_comm_seconds(const models::ModelSpec& model, const models::ParallelSpec& mp,
+                                    const models::HardwareSpec& hardware,
+                                    const models::CommModel& comm) {
+  const models::LayerCommPlan plan = models::layer_comm(model, mp);
+  const models::ParallelGroups groups = models::parallel_groups(mp, hardware);
+  return {.forward = blocking_seconds(plan.forward, groups, comm),
+          .backward = blocking_seconds(plan.backward, groups, comm),
+          .backward_input = blocking_seconds(plan.backward_input, groups, comm),
+          .backward_weight = blocking_seconds(plan.backward_weight, groups, comm),
+          .p2p = models::pipeline_p2p_time(model, mp, comm)};
+}
+
 }  // namespace
 
 Estimator::Estimator(const PlanRequest& request)
@@ -129,22 +154,14 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
       models::model_stage_layers(request_.model, mp, stage_ranks);
   const models::StageCosts costs =
       models::model_stage_costs(request_.model, mp, compute_, comm_, stage_ranks);
-  const models::LayerCommPlan plan = models::layer_comm(request_.model, mp);
-  const models::ParallelGroups groups = models::parallel_groups(mp, request_.hardware);
-  const double f = blocking_seconds(plan.forward, groups, comm_);
-  const double b = blocking_seconds(plan.backward, groups, comm_);
-  const double i = blocking_seconds(plan.backward_input, groups, comm_);
-  const double w = blocking_seconds(plan.backward_weight, groups, comm_);
   for (std::size_t s = 0; s < costs.stages(); ++s) {
-    const auto layers = static_cast<double>(stage_layers[s]);
-    p->forward.push_back(costs.forward[s] + layers * f);
-    p->backward.push_back(costs.backward[s] + layers * b);
-    p->backward_input.push_back(
-        (costs.splits_backward() ? costs.backward_input[s] : costs.backward[s]) + layers * i);
-    p->backward_weight.push_back((costs.splits_backward() ? costs.backward_weight[s] : 0.0) +
-                                 layers * w);
+    p->forward.push_back(costs.forward[s]);
+    p->backward.push_back(costs.backward[s]);
+    p->backward_input.push_back(costs.splits_backward() ? costs.backward_input[s]
+                                                        : costs.backward[s]);
+    p->backward_weight.push_back(costs.splits_backward() ? costs.backward_weight[s] : 0.0);
+    p->layers.push_back(static_cast<double>(stage_layers[s]));
   }
-  p->p2p = costs.p2p;
   // The buffers scenario::build_step gives the lowering (its Note [building a step]), per rank
   // from the layers of its chunks.
   const models::LayerShape shape = models::layer_shape(request_.model, mp);
@@ -237,6 +254,20 @@ Estimate Estimator::estimate(const Candidate& c) const {
   const auto model_stage = [&](std::int32_t s) {
     return static_cast<std::size_t>(s % model_stages);
   };
+  // Each model stage's F, X (B, or I where the schedule splits the backward) and W with the
+  // blocking collectives of its layers.
+  const LayerCommSeconds comm =
+      layer_comm_seconds(request_.model, model_parallel(c, info), request_.hardware, comm_);
+  std::vector<double> forward;
+  std::vector<double> backward;
+  std::vector<double> weight_grad;
+  for (std::size_t s = 0; s < prof->forward.size(); ++s) {
+    const double layers = prof->layers[s];
+    forward.push_back(prof->forward[s] + layers * comm.forward);
+    backward.push_back(split ? prof->backward_input[s] + layers * comm.backward_input
+                             : prof->backward[s] + layers * comm.backward);
+    weight_grad.push_back(split ? prof->backward_weight[s] + layers * comm.backward_weight : 0.0);
+  }
   const double per_stage = bidirectional ? m / 2.0 : static_cast<double>(m);
   std::vector<double> fx(static_cast<std::size_t>(p), 0.0);
   std::vector<double> weight(static_cast<std::size_t>(p), 0.0);
@@ -245,9 +276,8 @@ Estimate Estimator::estimate(const Candidate& c) const {
   for (std::int32_t s = 0; s < stages; ++s) {
     const auto r = static_cast<std::size_t>(rank_of[static_cast<std::size_t>(s)]);
     const std::size_t ms = model_stage(s);
-    fx[r] +=
-        per_stage * (prof->forward[ms] + (split ? prof->backward_input[ms] : prof->backward[ms]));
-    weight[r] += split ? per_stage * prof->backward_weight[ms] : 0.0;
+    fx[r] += per_stage * (forward[ms] + backward[ms]);
+    weight[r] += per_stage * weight_grad[ms];
     lowest[r] = std::min(lowest[r], s);
     sends[r] += per_stage * ((s < stages - 1 ? 1 : 0) + (s > 0 ? 1 : 0));
   }
@@ -271,7 +301,7 @@ Estimate Estimator::estimate(const Candidate& c) const {
             std::min(2 * (p - r - 1) + (v - 1) * c.group_size.value_or(p), total);
         blocking = warmup + total - (r == 0 ? m : 0);
       }
-      fx[ri] += std::max(0.0, blocking - 1) * prof->p2p;
+      fx[ri] += std::max(0.0, blocking - 1) * comm.p2p;
     }
   }
   double bound = 0;
@@ -281,9 +311,8 @@ Estimate Estimator::estimate(const Candidate& c) const {
     double tail = optimizer[0];
     if (!bidirectional) {
       for (std::int32_t s = 0; s < lowest[ri]; ++s) {
-        head += prof->forward[model_stage(s)] + prof->p2p;
-        tail += (split ? prof->backward_input[model_stage(s)] : prof->backward[model_stage(s)]) +
-                prof->p2p;
+        head += forward[model_stage(s)] + comm.p2p;
+        tail += backward[model_stage(s)] + comm.p2p;
       }
     } else {
       tail = 0;

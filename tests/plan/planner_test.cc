@@ -15,6 +15,7 @@
 #include "metron/models/memory_model.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/stage_cost_model.h"
+#include "metron/plan/estimate.h"
 
 namespace metron::plan {
 namespace {
@@ -64,11 +65,17 @@ std::vector<double> times(const PlanResult& result) {
 /// Every configuration `all` simulated (an exhaustive plan of `r`), every schedule family and
 /// policy:
 ///  - the bound must hold for all of them, or pruning could drop a winner;
+///  - the planner's estimator, whose caches every configuration shares, estimates each as a
+///    fresh estimator does (a cache key missing what an estimate depends on makes the estimate
+///    depend on which configuration filled the cache first);
 ///  - the memory estimate (state + the schedule's stash peak, closed form for 1F1B and
 ///    interleaved, walked order otherwise) is what the simulator's buffers reach, for the
 ///    policies without buffers of their own (Megatron's, DDP's).
 void expect_estimates_hold(const PlanRequest& r, const PlanResult& all) {
   for (const PlannedConfig& c : all.ranked) {
+    const Estimate fresh = Estimator(r).estimate(c.candidate);
+    EXPECT_EQ(c.bound_s, fresh.bound_s) << describe(c.candidate);
+    EXPECT_EQ(c.estimated_memory_bytes, fresh.peak_memory_bytes) << describe(c.candidate);
     EXPECT_LE(c.bound_s, c.iteration_time_s) << describe(c.candidate);
     // Tight enough to be useful: within a factor 2 of the simulated time.
     EXPECT_GT(c.bound_s, 0.5 * c.iteration_time_s) << describe(c.candidate);

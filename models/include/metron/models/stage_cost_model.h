@@ -40,6 +40,10 @@ namespace metron::models {
 std::vector<std::int64_t> model_stage_layers(const ModelSpec& model, const ParallelSpec& spec,
                                              std::span<const std::int32_t> stage_ranks = {});
 
+/// The p2p of Note [stage costs from the model]: one boundary tensor between pipeline
+/// neighbours, placed by the whole configuration (dp included); 0 without a pipeline.
+double pipeline_p2p_time(const ModelSpec& model, const ParallelSpec& spec, const CommModel& comm);
+
 /// The stage costs of Note [stage costs from the model], stage s holding model_stage_layers(s)
 /// layers. Throws InvalidConfig as model_stage_layers does.
 StageCosts model_stage_costs(const ModelSpec& model, const ParallelSpec& spec,

@@ -81,9 +81,10 @@ class Estimator {
   models::ComputeModel compute_;
   models::CommModel comm_;
   mutable std::mutex mutex_;
-  // Keys: the sizes a profile or a rank state depends on, first and last stage layers included
-  // (0 when even), and the kernel options (attention, fp8, tp comm overlap; fp8 alone changes
-  // the model state, with its weight casts), and an accounted split (accounted_split).
+  // Keys: the sizes a profile (compute only: dp, which places the collectives' groups, does not
+  // change it) or a rank state depends on, first and last stage layers included (0 when even),
+  // the kernel options (attention, fp8, tp comm overlap; fp8 alone changes the model state, with
+  // its weight casts), and an accounted split (accounted_split).
   mutable std::map<
       std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, std::int64_t, int, std::int64_t,
                  std::int64_t, bool, std::int64_t, std::int64_t, int, int, int, bool, int>,

@@ -12,6 +12,7 @@
 
 #include "metron/base/error.h"
 #include "metron/models/memory_model.h"
+#include "metron/models/parameter_tensors.h"
 
 namespace metron::exec {
 namespace {
@@ -57,6 +58,26 @@ TEST(GptOfModel, StagesHoldWhatTheMemoryModelCountsForTheirRanks) {
   const GptConfig config = gpt_config_of(model, {}, 1);
   EXPECT_EQ(config.vocab, 128);
   EXPECT_EQ(config.ffn_hidden, 128);
+}
+
+// The payload's layout is what the sync policies bucket: models::parameter_tensors' tensors, by
+// name, size and order, chunk by chunk (written apart from the payload, from the model's formulas).
+TEST(GptOfModel, EachStageLaysOutTheTensorsTheSyncPoliciesBucket) {
+  const models::ModelSpec model = small_gpt();
+  const models::ParallelSpec parallel{.pp = 4, .vp = 2};
+  const GptConfig config = gpt_config_of(model, parallel, 1);
+  for (const StageSlice& slice : stage_slices(model, parallel)) {
+    const GptStage stage(config, slice);
+    const std::vector<models::ParameterTensor> expected =
+        models::parameter_tensors(model, parallel, slice.first_layer,
+                                  slice.first_layer + slice.layers, slice.first, slice.last);
+    const std::vector<ParameterSlot>& layout = stage.parameter_layout();
+    ASSERT_EQ(layout.size(), expected.size()) << "layers from " << slice.first_layer;
+    for (std::size_t i = 0; i < layout.size(); ++i) {
+      EXPECT_EQ(layout[i].name, expected[i].name);
+      EXPECT_EQ(layout[i].numel, expected[i].numel) << expected[i].name;
+    }
+  }
 }
 
 TEST(GptOfModel, SlicesFollowTheSplitInModelOrder) {

@@ -238,21 +238,21 @@ struct GptStage::Impl {
       const std::string p = "layers." + std::to_string(i) + ".";
       layer_slots.push_back({.input_norm_weight = add(p + "input_norm.weight", {h}),
                              .input_norm_bias = add(p + "input_norm.bias", {h}),
-                             .qkv_weight = add(p + "qkv.weight", {3 * h, h}),
-                             .qkv_bias = add(p + "qkv.bias", {3 * h}),
-                             .proj_weight = add(p + "proj.weight", {h, h}),
-                             .proj_bias = add(p + "proj.bias", {h}),
-                             .post_norm_weight = add(p + "post_norm.weight", {h}),
-                             .post_norm_bias = add(p + "post_norm.bias", {h}),
-                             .fc1_weight = add(p + "fc1.weight", {ffn, h}),
-                             .fc1_bias = add(p + "fc1.bias", {ffn}),
-                             .fc2_weight = add(p + "fc2.weight", {h, ffn}),
-                             .fc2_bias = add(p + "fc2.bias", {h})});
+                             .qkv_weight = add(p + "attention.qkv.weight", {3 * h, h}),
+                             .qkv_bias = add(p + "attention.qkv.bias", {3 * h}),
+                             .proj_weight = add(p + "attention.proj.weight", {h, h}),
+                             .proj_bias = add(p + "attention.proj.bias", {h}),
+                             .post_norm_weight = add(p + "post_attention_norm.weight", {h}),
+                             .post_norm_bias = add(p + "post_attention_norm.bias", {h}),
+                             .fc1_weight = add(p + "mlp.fc1.weight", {ffn, h}),
+                             .fc1_bias = add(p + "mlp.fc1.bias", {ffn}),
+                             .fc2_weight = add(p + "mlp.fc2.weight", {h, ffn}),
+                             .fc2_bias = add(p + "mlp.fc2.bias", {h})});
     }
     if (slice.last) {
       final_norm_weight = add("final_norm.weight", {h});
       final_norm_bias = add("final_norm.bias", {h});
-      head = add("head.weight", {config.vocab, h});
+      head = add("output.weight", {config.vocab, h});
     }
   }
 

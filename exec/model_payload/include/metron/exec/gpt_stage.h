@@ -16,8 +16,9 @@
 //   - Parameters are initialised from the config's seed and each parameter's name alone
 //     (normal(0, 0.02) for linear and embedding weights, ones for norm weights, zeros for
 //     biases), so every split of the same model starts from the same values. They live in one
-//     flat fp32 buffer per stage, in a fixed order (the names of parameter_layout()), and so do
-//     their gradients: the data-parallel policies reduce and shard those buffers as they are.
+//     flat fp32 buffer per stage, and so do their gradients, in the names and order of
+//     models::parameter_tensors (Megatron's registration order), which the sync policies bucket
+//     and shard: a bucket of the step's graph is a range of these buffers.
 //   - Weight gradients are deferred as PyTorch's pipelining and Megatron's zero-bubble code
 //     defer them: every op that owns parameters (linear layers, the norms' affine, the
 //     embeddings) is an autograd function of its own whose backward computes only the gradient
@@ -69,7 +70,7 @@ struct StageSlice {
 
 /// One parameter in the stage's flat buffers.
 struct ParameterSlot {
-  std::string name;  ///< e.g. "layers.3.fc1.weight", "embedding.word"
+  std::string name;  ///< models::parameter_tensors' names: "layers.3.mlp.fc1.weight", ...
   std::vector<std::int64_t> shape;
   std::int64_t offset = 0;  ///< elements into flat_parameters() / flat_gradients()
   std::int64_t numel = 0;

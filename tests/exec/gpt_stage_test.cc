@@ -262,6 +262,11 @@ TEST(GptStage, RefusesWhatItCannotRunByName) {
   GptConfig huge = c;
   huge.vocab = std::int64_t{1} << 40;
   EXPECT_THAT([&] { validate(huge); }, ThrowsMessage<InvalidConfig>(HasSubstr("vocab")));
+  GptConfig long_sequences = c;
+  long_sequences.seq_len = 65536;
+  long_sequences.microbatch_size = 16;
+  EXPECT_THAT([&] { validate(long_sequences); },
+              ThrowsMessage<InvalidConfig>(HasSubstr("largest tensor would hold 274877906944")));
   GptConfig wide = c;
   wide.hidden = 8192;
   wide.heads = 8;

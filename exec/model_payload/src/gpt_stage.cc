@@ -8,6 +8,7 @@
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -161,6 +162,22 @@ void validate(const GptConfig& c) {
     throw InvalidConfig(
         "gpt model: microbatch_size · seq_len = " + std::to_string(c.microbatch_size * c.seq_len) +
         " tokens; at most " + std::to_string(GptStage::kMaxTokens) + " per microbatch");
+  }
+  // The largest tensor a microbatch makes: the attention scores (b·heads·s²), the QKV, MLP or
+  // logits rows (b·s·width). Refused here rather than as std::bad_alloc inside libtorch.
+  const auto tokens = static_cast<double>(c.microbatch_size * c.seq_len);
+  const double ffn = static_cast<double>(c.ffn_hidden != 0 ? c.ffn_hidden : 4 * c.hidden);
+  const double largest =
+      std::max({static_cast<double>(c.microbatch_size * c.heads) * static_cast<double>(c.seq_len) *
+                    static_cast<double>(c.seq_len),
+                tokens * std::max({3.0 * static_cast<double>(c.hidden), ffn,
+                                   static_cast<double>(c.vocab)})});
+  if (largest > static_cast<double>(GptStage::kMaxTensorElements)) {
+    throw InvalidConfig("gpt model: a microbatch's largest tensor would hold " +
+                        std::to_string(static_cast<std::int64_t>(largest)) +
+                        " elements (attention scores b·heads·s², or b·s·max(3·hidden, ffn, "
+                        "vocab)); at most " +
+                        std::to_string(GptStage::kMaxTensorElements));
   }
 }
 

@@ -33,8 +33,9 @@
 //     since the freed tensor no longer has the gradient's shape).
 //   - The loss of a microbatch is its mean token cross-entropy; the last stage's I takes the
 //     factor its loss enters the step's loss with (1 / microbatches for a mean over them).
-//   - Sizes are capped (kMaxParameters, kMaxTokens) and refused with InvalidConfig before any
-//     allocation; wrong input lengths and unknown or repeated microbatches too.
+//   - Sizes are capped (kMaxParameters, kMaxTokens, kMaxTensorElements) and refused with
+//     InvalidConfig before any allocation; wrong input lengths and unknown or repeated
+//     microbatches too.
 
 #include <cstdint>
 #include <memory>
@@ -105,6 +106,8 @@ class GptStage {
   /// The most parameters and tokens per microbatch a stage is built for.
   static constexpr std::int64_t kMaxParameters = std::int64_t{1} << 28;
   static constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
+  /// The most elements of one tensor a microbatch makes (8 GiB of fp32, TorchCompute's limit).
+  static constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 31;
 
   /// Throws InvalidConfig for a bad config or a slice outside the model's layers.
   GptStage(const GptConfig& config, const StageSlice& slice, Backward backward = Backward::kSplit);

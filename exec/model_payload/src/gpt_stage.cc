@@ -48,7 +48,7 @@ struct Deferred {
   enum class Kind { kLinear, kAffine, kEmbedding };
   Kind kind = Kind::kLinear;
   std::int64_t weight = -1;  ///< slot in the layout
-  std::int64_t bias = -1;    ///< slot, or -1
+  std::int64_t bias = -1;    ///< slot, or -1 (embedding: the positions' slot)
   at::Tensor input;          ///< linear: x; affine: the normalised x; embedding: the tokens
   at::Tensor grad;           ///< the gradient of the op's output
 };
@@ -64,24 +64,36 @@ DeferredList& list_at(const AutogradContext* ctx) {
       static_cast<std::intptr_t>(ctx->saved_data.at("deferred").toInt()));
 }
 
+/// What every parameter-owning function keeps with its node: its parameters' slots and its
+/// microbatch's list.
+void remember(AutogradContext* ctx, std::int64_t weight_slot, std::int64_t bias_slot,
+              std::int64_t deferred) {
+  ctx->saved_data["weight"] = weight_slot;
+  ctx->saved_data["bias"] = bias_slot;
+  ctx->saved_data["deferred"] = deferred;
+}
+
+/// Keeps (input, output gradient) of the op for its microbatch's W.
+void defer(const AutogradContext* ctx, Deferred::Kind kind, at::Tensor input, at::Tensor grad) {
+  list_at(ctx).push_back({.kind = kind,
+                          .weight = ctx->saved_data.at("weight").toInt(),
+                          .bias = ctx->saved_data.at("bias").toInt(),
+                          .input = std::move(input),
+                          .grad = std::move(grad)});
+}
+
 /// y = x·Wᵀ + b; backward: dx = dy·W, (x, dy) kept for W.
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
                             const at::Tensor& bias, std::int64_t weight_slot,
                             std::int64_t bias_slot, std::int64_t deferred) {
     ctx->save_for_backward({x, weight});
-    ctx->saved_data["weight"] = weight_slot;
-    ctx->saved_data["bias"] = bias_slot;
-    ctx->saved_data["deferred"] = deferred;
+    remember(ctx, weight_slot, bias_slot, deferred);
     return at::linear(x, weight, bias_slot >= 0 ? c10::optional<at::Tensor>(bias) : c10::nullopt);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    list_at(ctx).push_back({.kind = Deferred::Kind::kLinear,
-                            .weight = ctx->saved_data.at("weight").toInt(),
-                            .bias = ctx->saved_data.at("bias").toInt(),
-                            .input = saved[0].detach(),
-                            .grad = grads[0]});
+    defer(ctx, Deferred::Kind::kLinear, saved[0].detach(), grads[0]);
     return {grads[0].matmul(saved[1]), {}, {}, {}, {}, {}};
   }
 };
@@ -93,18 +105,12 @@ struct AffineFunction : torch::autograd::Function<AffineFunction> {
                             std::int64_t gamma_slot, std::int64_t beta_slot,
                             std::int64_t deferred) {
     ctx->save_for_backward({normalised, gamma});
-    ctx->saved_data["weight"] = gamma_slot;
-    ctx->saved_data["bias"] = beta_slot;
-    ctx->saved_data["deferred"] = deferred;
+    remember(ctx, gamma_slot, beta_slot, deferred);
     return at::addcmul(beta, normalised, gamma);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const variable_list saved = ctx->get_saved_variables();
-    list_at(ctx).push_back({.kind = Deferred::Kind::kAffine,
-                            .weight = ctx->saved_data.at("weight").toInt(),
-                            .bias = ctx->saved_data.at("bias").toInt(),
-                            .input = saved[0].detach(),
-                            .grad = grads[0]});
+    defer(ctx, Deferred::Kind::kAffine, saved[0].detach(), grads[0]);
     return {grads[0] * saved[1], {}, {}, {}, {}, {}};
   }
 };
@@ -116,25 +122,38 @@ struct EmbeddingFunction : torch::autograd::Function<EmbeddingFunction> {
                             const at::Tensor& tokens, const at::Tensor& word,
                             const at::Tensor& position, std::int64_t word_slot,
                             std::int64_t position_slot, std::int64_t deferred) {
-    ctx->saved_data["weight"] = word_slot;
-    ctx->saved_data["bias"] = position_slot;
-    ctx->saved_data["deferred"] = deferred;
+    remember(ctx, word_slot, position_slot, deferred);
     ctx->saved_data["tokens"] = tokens;
     const std::int64_t seq = tokens.size(1);
     return at::embedding(word, tokens) + position.narrow(0, 0, seq);
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    list_at(ctx).push_back({.kind = Deferred::Kind::kEmbedding,
-                            .weight = ctx->saved_data.at("weight").toInt(),
-                            .bias = ctx->saved_data.at("bias").toInt(),
-                            .input = ctx->saved_data.at("tokens").toTensor(),
-                            .grad = grads[0]});
+    defer(ctx, Deferred::Kind::kEmbedding, ctx->saved_data.at("tokens").toTensor(), grads[0]);
     return {{}, {}, {}, {}, {}, {}, {}};
   }
 };
 
 void require(bool ok, const std::string& what) {
   if (!ok) throw InvalidConfig("gpt stage: " + what);
+}
+
+/// A tensor of its own holding a copy of `values` (the caller's span may not outlive it).
+template <typename T>
+at::Tensor copy_of(std::span<const T> values, at::IntArrayRef shape, at::ScalarType type) {
+  return at::from_blob(const_cast<T*>(values.data()), shape, type).clone();
+}
+
+/// The floats of `tensor`, in row-major order.
+std::vector<float> floats_of(const at::Tensor& tensor) {
+  const at::Tensor dense = tensor.contiguous();
+  std::vector<float> out(static_cast<std::size_t>(dense.numel()));
+  std::memcpy(out.data(), dense.data_ptr<float>(), out.size() * sizeof(float));
+  return out;
+}
+
+/// The MLP's width: ffn_hidden, or 4 · hidden when it is 0.
+std::int64_t ffn_width(const GptConfig& c) {
+  return c.ffn_hidden != 0 ? c.ffn_hidden : 4 * c.hidden;
 }
 
 }  // namespace
@@ -166,7 +185,7 @@ void validate(const GptConfig& c) {
   // The largest tensor a microbatch makes: the attention scores (b·heads·s²), the QKV, MLP or
   // logits rows (b·s·width). Refused here rather than as std::bad_alloc inside libtorch.
   const auto tokens = static_cast<double>(c.microbatch_size * c.seq_len);
-  const double ffn = static_cast<double>(c.ffn_hidden != 0 ? c.ffn_hidden : 4 * c.hidden);
+  const auto ffn = static_cast<double>(ffn_width(c));
   const double largest =
       std::max({static_cast<double>(c.microbatch_size * c.heads) * static_cast<double>(c.seq_len) *
                     static_cast<double>(c.seq_len),
@@ -237,10 +256,15 @@ struct GptStage::Impl {
   at::Tensor anchor;
   std::map<std::int64_t, Microbatch> in_flight;
 
+  /// Elements of the whole layout.
+  [[nodiscard]] std::int64_t total() const {
+    return layout.empty() ? 0 : layout.back().offset + layout.back().numel;
+  }
+
   std::int64_t add(const std::string& name, std::vector<std::int64_t> shape) {
     std::int64_t numel = 1;
     for (const std::int64_t d : shape) numel *= d;
-    const std::int64_t offset = layout.empty() ? 0 : layout.back().offset + layout.back().numel;
+    const std::int64_t offset = total();
     layout.push_back({.name = name, .shape = std::move(shape), .offset = offset, .numel = numel});
     return static_cast<std::int64_t>(layout.size()) - 1;
   }
@@ -274,9 +298,8 @@ struct GptStage::Impl {
   }
 
   void initialise() {
-    const std::int64_t total = layout.empty() ? 0 : layout.back().offset + layout.back().numel;
-    parameters = at::zeros({total}, at::kFloat);
-    gradients = at::zeros({total}, at::kFloat);
+    parameters = at::zeros({total()}, at::kFloat);
+    gradients = at::zeros({total()}, at::kFloat);
     for (const ParameterSlot& slot : layout) {
       at::Tensor view = parameters.narrow(0, slot.offset, slot.numel).view(slot.shape);
       const bool bias = slot.name.ends_with(".bias");
@@ -393,16 +416,12 @@ GptStage::GptStage(const GptConfig& config, const StageSlice& slice, Backward ba
   m.config = config;
   m.slice = slice;
   m.mode = backward;
-  m.ffn = config.ffn_hidden != 0 ? config.ffn_hidden : 4 * config.hidden;
-  const double h = static_cast<double>(config.hidden);
-  const double count =
-      static_cast<double>(slice.layers) * (4 * h * h + 2 * h * static_cast<double>(m.ffn)) +
-      (slice.first ? static_cast<double>(config.vocab + config.seq_len) * h : 0) +
-      (slice.last ? static_cast<double>(config.vocab) * h : 0);
-  require(count <= static_cast<double>(kMaxParameters),
-          "about " + std::to_string(static_cast<std::int64_t>(count)) + " parameters; at most " +
-              std::to_string(kMaxParameters) + " per stage");
+  m.ffn = ffn_width(config);
+  // The layout only names and sizes the parameters (validate's bounds keep its sums in range);
+  // nothing is allocated before the count is checked.
   m.build_layout();
+  require(m.total() <= kMaxParameters, std::to_string(m.total()) + " parameters; at most " +
+                                           std::to_string(kMaxParameters) + " per stage");
   m.initialise();
   m.causal_mask = at::ones({config.seq_len, config.seq_len}, at::kBool).triu(1);
   m.anchor = at::zeros({}, at::kFloat).requires_grad_(true);
@@ -445,9 +464,7 @@ std::vector<float> GptStage::forward(std::int64_t microbatch, const StageInput& 
     }
     at::Tensor x;
     if (m.slice.first) {
-      const at::Tensor ids = at::from_blob(const_cast<std::int64_t*>(input.tokens.data()),
-                                           {c.microbatch_size, c.seq_len}, at::kLong)
-                                 .clone();
+      const at::Tensor ids = copy_of(input.tokens, {c.microbatch_size, c.seq_len}, at::kLong);
       if (m.mode == Backward::kAutograd) {
         x = at::embedding(m.param(mb, m.word), ids) +
             m.param(mb, m.position).narrow(0, 0, c.seq_len);
@@ -456,25 +473,19 @@ std::vector<float> GptStage::forward(std::int64_t microbatch, const StageInput& 
                                      m.word, m.position, address_of(mb.deferred));
       }
     } else {
-      mb.input = at::from_blob(const_cast<float*>(input.activation.data()),
-                               {c.microbatch_size, c.seq_len, c.hidden}, at::kFloat)
-                     .clone()
+      mb.input = copy_of(input.activation, {c.microbatch_size, c.seq_len, c.hidden}, at::kFloat)
                      .requires_grad_(true);
       x = mb.input;
     }
     for (const Impl::LayerSlots& s : m.layer_slots) x = m.layer(mb, x, s);
     if (m.slice.last) {
-      const at::Tensor labels =
-          at::from_blob(const_cast<std::int64_t*>(input.labels.data()), {tokens}, at::kLong)
-              .clone();
+      const at::Tensor labels = copy_of(input.labels, {tokens}, at::kLong);
       const at::Tensor logits =
           m.linear(mb, m.norm(mb, x, m.final_norm_weight, m.final_norm_bias), m.head, -1);
       mb.output = at::cross_entropy_loss(logits.reshape({tokens, c.vocab}), labels);
       return {mb.output.item<float>()};
     }
-    at::Tensor sent = x.contiguous();
-    std::vector<float> out(static_cast<std::size_t>(sent.numel()));
-    std::memcpy(out.data(), sent.data_ptr<float>(), out.size() * sizeof(float));
+    std::vector<float> out = floats_of(x);
     // Megatron's deallocate_output_tensor: the copy went out; the node stays for I.
     mb.output = x;
     mb.output.set_data(at::empty({1}, at::kFloat));
@@ -501,9 +512,7 @@ std::vector<float> GptStage::backward_input(std::int64_t microbatch,
     const std::int64_t n = c.microbatch_size * c.seq_len * c.hidden;
     require(std::ssize(output_grad) == n, "output gradient: " + std::to_string(output_grad.size()) +
                                               " floats given; expected " + std::to_string(n));
-    grad = at::from_blob(const_cast<float*>(output_grad.data()),
-                         {c.microbatch_size, c.seq_len, c.hidden}, at::kFloat)
-               .clone();
+    grad = copy_of(output_grad, {c.microbatch_size, c.seq_len, c.hidden}, at::kFloat);
   }
   torch::autograd::Engine::get_default_engine().execute(
       {torch::autograd::impl::gradient_edge(mb.output)}, {grad}, /*keep_graph=*/false,
@@ -512,9 +521,7 @@ std::vector<float> GptStage::backward_input(std::int64_t microbatch,
   mb.input_done = true;
   std::vector<float> out;
   if (!m.slice.first) {
-    const at::Tensor input_grad = mb.input.grad().contiguous();
-    out.resize(static_cast<std::size_t>(input_grad.numel()));
-    std::memcpy(out.data(), input_grad.data_ptr<float>(), out.size() * sizeof(float));
+    out = floats_of(mb.input.grad());
     mb.input = at::Tensor();
   }
   if (m.mode == Backward::kAutograd) {

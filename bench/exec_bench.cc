@@ -29,12 +29,11 @@ void BM_DispatchPerTask(benchmark::State& state) {
       {.p2p = lowering::P2PMode::kAsync});
   // Rank 0 only: its transfers must not wait for peers that are not running.
   exec::RankExecutor executor(graph, exec::rank_program(graph, ir::RankId{0}));
-  const auto nothing3 = [](std::int32_t, std::int64_t, std::int32_t) {};
   exec::CpuBackend backend(executor.program(),
-                           {.compute = [](const ir::Compute&) {},
-                            .collective = [](std::int32_t, std::int64_t, const ir::Collective&) {},
-                            .send = nothing3,
-                            .recv = nothing3},
+                           {.compute = [](const exec::Launch&, const ir::Compute&) {},
+                            .collective = [](const exec::Launch&, const ir::Collective&) {},
+                            .send = [](const exec::Launch&, const ir::Send&) {},
+                            .recv = [](const exec::Launch&, const ir::Recv&) {}},
                            std::chrono::milliseconds(60000));
   std::int64_t iteration = 0;
   for (auto _ : state) {

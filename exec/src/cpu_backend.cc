@@ -55,13 +55,13 @@ void CpuBackend::run(const Launch& launch) {
   allocate(launch);
   const ir::Task& task = *launch.task;
   if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
-    work_.compute(*c);
+    work_.compute(launch, *c);
   } else if (const auto* g = std::get_if<ir::Collective>(&task.op)) {
-    work_.collective(g->group.value(), launch.ordinal, *g);
+    work_.collective(launch, *g);
   } else if (const auto* s = std::get_if<ir::Send>(&task.op)) {
-    work_.send(s->peer.value(), s->bytes, launch.tag);
+    work_.send(launch, *s);
   } else if (const auto* r = std::get_if<ir::Recv>(&task.op)) {
-    work_.recv(r->peer.value(), r->bytes, launch.tag);
+    work_.recv(launch, *r);
   }
   release(launch);
 }

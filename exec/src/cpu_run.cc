@@ -44,13 +44,15 @@ std::optional<MeasuredStep> run_cpu_rank(const ir::Graph& graph, const Rendezvou
     if (const auto* c = std::get_if<ir::Compute>(&graph.task(step.task).op)) compute.prepare(*c);
   }
   CpuWork work{
-      .compute = [&compute](const ir::Compute& c) { compute.run(c); },
-      .collective = [&world](std::int32_t group, std::int64_t ordinal,
-                             const ir::Collective& c) { world.collective(group, ordinal, c); },
-      .send = [&world](std::int32_t peer, std::int64_t bytes,
-                       std::int32_t tag) { world.send(peer, bytes, tag); },
-      .recv = [&world](std::int32_t peer, std::int64_t bytes,
-                       std::int32_t tag) { world.recv(peer, bytes, tag); },
+      .compute = [&compute](const Launch&, const ir::Compute& c) { compute.run(c); },
+      .collective =
+          [&world](const Launch& launch, const ir::Collective& c) {
+            world.collective(c.group.value(), launch.ordinal, c);
+          },
+      .send = [&world](const Launch& launch,
+                       const ir::Send& s) { world.send(s.peer.value(), s.bytes, launch.tag); },
+      .recv = [&world](const Launch& launch,
+                       const ir::Recv& r) { world.recv(r.peer.value(), r.bytes, launch.tag); },
   };
   auto backend = std::make_unique<CpuBackend>(executor.program(), std::move(work), options.timeout);
   try {

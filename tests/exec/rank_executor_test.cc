@@ -77,13 +77,17 @@ class Fabric {
 CpuWork fabric_work(Fabric& fabric, std::int32_t r) {
   return {
       .compute =
-          [](const ir::Compute&) { std::this_thread::sleep_for(std::chrono::microseconds(200)); },
-      .collective = [&fabric](std::int32_t g, std::int64_t o,
-                              const ir::Collective&) { fabric.collective(g, o); },
-      .send = [&fabric, r](std::int32_t peer, std::int64_t,
-                           std::int32_t tag) { fabric.transfer(r, peer, tag); },
-      .recv = [&fabric, r](std::int32_t peer, std::int64_t,
-                           std::int32_t tag) { fabric.transfer(peer, r, tag); },
+          [](const Launch&, const ir::Compute&) {
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+          },
+      .collective =
+          [&fabric](const Launch& launch, const ir::Collective& c) {
+            fabric.collective(c.group.value(), launch.ordinal);
+          },
+      .send = [&fabric, r](const Launch& launch,
+                           const ir::Send& s) { fabric.transfer(r, s.peer.value(), launch.tag); },
+      .recv = [&fabric, r](const Launch& launch,
+                           const ir::Recv& v) { fabric.transfer(v.peer.value(), r, launch.tag); },
   };
 }
 

@@ -185,6 +185,43 @@ void GlooWorld::recv(std::int32_t peer, std::int64_t bytes, std::int32_t tag) {
   impl_->give(bytes, std::move(buffer));
 }
 
+namespace {
+
+/// A tensor over `data` (no copy): Gloo reads or writes the caller's memory.
+at::Tensor float_view(std::span<const float> data) {
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-const-cast): from_blob takes void*; a send reads it
+  return at::from_blob(const_cast<float*>(data.data()), {static_cast<std::int64_t>(data.size())},
+                       at::TensorOptions().dtype(at::kFloat));
+}
+
+}  // namespace
+
+void GlooWorld::send_floats(std::int32_t peer, std::span<const float> data, std::int32_t tag) {
+  if (data.empty()) return;
+  impl_->check_peer(peer, "send");
+  try {
+    std::vector<at::Tensor> tensors{float_view(data)};
+    impl_->world->send(tensors, peer, tag)->wait(impl_->rendezvous.timeout);
+  } catch (const std::exception& error) {
+    throw BackendError("gloo send of " + std::to_string(data.size()) + " floats to rank " +
+                       std::to_string(peer) + " (tag " + std::to_string(tag) +
+                       "): " + error_text(error));
+  }
+}
+
+void GlooWorld::recv_floats(std::int32_t peer, std::span<float> data, std::int32_t tag) {
+  if (data.empty()) return;
+  impl_->check_peer(peer, "recv");
+  try {
+    std::vector<at::Tensor> tensors{float_view(data)};
+    impl_->world->recv(tensors, peer, tag)->wait(impl_->rendezvous.timeout);
+  } catch (const std::exception& error) {
+    throw BackendError("gloo recv of " + std::to_string(data.size()) + " floats from rank " +
+                       std::to_string(peer) + " (tag " + std::to_string(tag) +
+                       "): " + error_text(error));
+  }
+}
+
 void GlooWorld::barrier() {
   try {
     impl_->world->barrier()->wait();

@@ -20,13 +20,15 @@
 
 namespace metron::exec {
 
-/// What the tasks of a CPU rank run on their stream's thread. Each blocks until done.
+/// What the tasks of a CPU rank run on their stream's thread. Each blocks until done and gets
+/// the launch: its task's tags (stage, chunk, microbatch, bucket), which a payload computing real
+/// values needs to know what it computes (the model payload, issue 21), and for a collective its
+/// ordinal (Note [rank program]), for a transfer its tag.
 struct CpuWork {
-  std::function<void(const ir::Compute&)> compute;
-  /// (group, ordinal over the run, collective): Note [rank program] on ordinals.
-  std::function<void(std::int32_t, std::int64_t, const ir::Collective&)> collective;
-  std::function<void(std::int32_t peer, std::int64_t bytes, std::int32_t tag)> send;
-  std::function<void(std::int32_t peer, std::int64_t bytes, std::int32_t tag)> recv;
+  std::function<void(const Launch&, const ir::Compute&)> compute;
+  std::function<void(const Launch&, const ir::Collective&)> collective;
+  std::function<void(const Launch&, const ir::Send&)> send;
+  std::function<void(const Launch&, const ir::Recv&)> recv;
 };
 
 /// One rank's device on the CPU.

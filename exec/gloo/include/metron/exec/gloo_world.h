@@ -33,6 +33,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,11 @@ class GlooWorld final : public RankStore {
   /// in ir::Send/Recv. Throws BackendError with Gloo's message on failure.
   void send(std::int32_t peer, std::int64_t bytes, std::int32_t tag);
   void recv(std::int32_t peer, std::int64_t bytes, std::int32_t tag);
+
+  /// Point-to-point of real values (the model payload, issue 21): `data` is sent as it is, or
+  /// received into `data`, which must have the sender's length. Otherwise as send/recv.
+  void send_floats(std::int32_t peer, std::span<const float> data, std::int32_t tag);
+  void recv_floats(std::int32_t peer, std::span<float> data, std::int32_t tag);
 
   /// A barrier over every rank (world group).
   void barrier() override;

@@ -1,0 +1,94 @@
+#pragma once
+// The model payload on one rank of a step's graph (issue 21): the rank's pipeline stages of the
+// GPT (gpt_stage.h), and what each of its tasks computes or moves with them, as a CpuWork for the
+// CPU backend. Torch-free: the stages are behind GptStage's pimpl.
+//
+// Note [model rank]:
+//   - Each iteration of the graph is one training step. Replica d of the graph (its ranks
+//     d·pipeline_ranks onwards) trains its microbatch k on the step's global microbatch k·dp + d
+//     (Megatron's sampler hands each data-parallel rank every dp-th microbatch), so the dp·M
+//     microbatches of a step are those of the single-process reference (training_check.h).
+//   - F of stage s, microbatch k takes the tokens (first stage) or the activation of stage s − 1;
+//     the last stage records the loss. B or I takes the gradient of stage s + 1, or on the last
+//     stage the loss's factor 1/M: the step's loss is the mean over the replica's M
+//     microbatches, and the data-parallel sync averages over the replicas. What a stage hands on
+//     waits in an outbox keyed by (stage, microbatch, activation or gradient) until its Send
+//     takes it, or, where the next stage is on the same rank (the V schedules' turn), until
+//     that stage's task does; a Recv puts what it received in the inbox under the receiving
+//     stage. The graph's transfer sizes must be the floats moved (a model of dtype fp32).
+//   - W runs the deferred weight gradients; the optimizer task runs AdamW (adam.h) on the
+//     rank's stages and clears their gradients. Recomputation changes when activations are
+//     kept, not their values: it computes nothing here.
+//   - A sync policy cuts a backward at bucket boundaries into pieces (compute_split.h). The
+//     stage's backward is one piece of work here, so the first piece of a (stage, microbatch,
+//     phase) runs all of it and the later pieces nothing: every gradient a bucket's collective
+//     reads after its piece exists by then, as it does in the real system.
+//   - Not run yet, and refused by name at construction: collectives (data-parallel sync and
+//     tensor parallelism: the graph's collectives do not yet say which tensor they carry, and
+//     GlooWorld moves real values for transfers only), DualPipe's F&B units and its second
+//     direction.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "metron/exec/cpu_backend.h"
+#include "metron/exec/gpt_stage.h"
+#include "metron/exec/training_check.h"
+#include "metron/ir/graph.h"
+
+namespace metron::exec {
+
+/// How the rank's transfers move real values: blocking, matched by (peer, tag) as
+/// GlooWorld::send_floats / recv_floats are.
+struct ModelTransport {
+  std::function<void(std::int32_t peer, std::span<const float> data, std::int32_t tag)> send;
+  std::function<void(std::int32_t peer, std::span<float> data, std::int32_t tag)> recv;
+};
+
+/// What one rank trained: the losses of the microbatches its last stages ran (NaN elsewhere)
+/// and its stages' parameters after the last step.
+struct RankRecord {
+  std::int32_t replica = 0;
+  TrainingRecord record;
+};
+
+class ModelRank {
+ public:
+  /// The stages of `rank` in `graph` (Note [model rank]): `slices[s]` is model stage s (as
+  /// ir::Task::stage), `pipeline_ranks` the ranks of one replica. Throws InvalidConfig naming
+  /// what the payload cannot run: a task of a stage `slices` lacks, a collective, DualPipe's
+  /// units, a setup whose microbatches are not the graph's dp·M.
+  ModelRank(const ir::Graph& graph, ir::RankId rank, std::int32_t pipeline_ranks,
+            const TrainingSetup& setup, std::vector<StageSlice> slices);
+  ~ModelRank();
+  ModelRank(const ModelRank&) = delete;
+  ModelRank& operator=(const ModelRank&) = delete;
+  ModelRank(ModelRank&&) = delete;
+  ModelRank& operator=(ModelRank&&) = delete;
+
+  /// What the rank's tasks do, for CpuBackend; `transport` outlives the backend's use of it.
+  [[nodiscard]] CpuWork work(ModelTransport transport);
+
+  /// The losses recorded and the parameters now (after the last step run).
+  [[nodiscard]] RankRecord record() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Replica `replica`'s run, from every rank's record: the losses of all ranks together (each
+/// microbatch's loss comes from the replica that ran it) and the parameters of that replica's
+/// ranks. Throws InvalidConfig where records disagree in shape or a parameter comes twice.
+TrainingRecord replica_record(const std::vector<RankRecord>& ranks, std::int32_t replica);
+
+/// A RankRecord as bytes and back, for gathering records through a rank store.
+std::string encode_record(const RankRecord& record);
+/// Throws InvalidConfig for bytes that encode_record did not write.
+RankRecord decode_record(std::string_view bytes);
+
+}  // namespace metron::exec

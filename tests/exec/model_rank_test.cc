@@ -1,0 +1,219 @@
+// The model payload on step graphs (issue 21): every rank of a scenario's graph on a thread of
+// the test, with the executor's core and the CPU backend's streams, moving real activations and
+// gradients through an in-process mailbox; the run must train the model as the single-process
+// reference does (training_check.h), and a run that hands a microbatch's activation to another
+// microbatch must fail the check.
+
+#include "metron/exec/model_rank.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "../support/tiny_models.h"
+#include "metron/base/error.h"
+#include "metron/exec/cpu_backend.h"
+#include "metron/exec/gpt_of_model.h"
+#include "metron/exec/rank_executor.h"
+#include "metron/exec/rank_program.h"
+#include "metron/models/hardware_presets.h"
+#include "metron/scenario/step_builder.h"
+
+namespace metron::exec {
+namespace {
+
+/// Transfers between the test's rank threads: a send leaves its values under (from, to, tag), the
+/// matching receive takes them.
+class Mailbox {
+ public:
+  void send(std::int32_t from, std::int32_t to, std::int32_t tag, std::span<const float> data) {
+    {
+      const std::lock_guard lock(mutex_);
+      mail_[{from, to, tag}].assign(data.begin(), data.end());
+    }
+    changed_.notify_all();
+  }
+  void recv(std::int32_t from, std::int32_t to, std::int32_t tag, std::span<float> data) {
+    std::unique_lock lock(mutex_);
+    const Key key{from, to, tag};
+    if (!changed_.wait_for(lock, std::chrono::seconds(60), [&] { return mail_.contains(key); })) {
+      throw BackendError("mailbox: nothing came from rank " + std::to_string(from));
+    }
+    const std::vector<float> values = std::move(mail_[key]);
+    mail_.erase(key);
+    if (values.size() != data.size()) throw BackendError("mailbox: sizes differ");
+    std::copy(values.begin(), values.end(), data.begin());
+  }
+
+ private:
+  using Key = std::tuple<std::int32_t, std::int32_t, std::int32_t>;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<Key, std::vector<float>> mail_;
+};
+
+struct Config {
+  std::string schedule;
+  std::int64_t pp = 2;
+  std::int64_t vp = 1;
+  std::int64_t microbatches = 4;
+};
+
+// gtest looks this name up to print a parameter.
+void PrintTo(const Config& c, std::ostream* out) {  // NOLINT(readability-identifier-naming)
+  *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches;
+}
+
+scenario::Scenario scenario_of(const Config& c) {
+  scenario::Scenario s;
+  s.model = models::testing::tiny_gelu(4);
+  s.model->dtype = models::Precision::kFp32;
+  s.hardware = models::hardware_preset("cpu-local");
+  s.parallel = {.tp = 1, .pp = c.pp, .dp = 1, .vp = c.vp, .microbatch_size = 2, .seq_len = 4};
+  s.parallel.num_microbatches = c.microbatches;
+  s.schedule = {.name = c.schedule};
+  return s;
+}
+
+/// How the test's transfers misbehave.
+enum class Fault { kNone, kSwapMicrobatches };
+
+/// Trains `steps` steps of the scenario's graph, every rank on a thread; returns replica 0's
+/// record and the setup it trained.
+std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t steps,
+                                               Fault fault = Fault::kNone) {
+  const scenario::Scenario s = scenario_of(c);
+  const scenario::Step step = scenario::build_step(s, scenario::Replication::kFull);
+  const ir::Graph& graph = step.graph;
+  const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7),
+                            .steps = steps,
+                            .microbatches = c.microbatches};
+  const std::vector<StageSlice> slices = stage_slices(*s.model, s.parallel);
+  Mailbox mailbox;
+  std::vector<RankRecord> records(static_cast<std::size_t>(graph.num_ranks()));
+  std::vector<std::string> errors(records.size());
+  std::vector<std::thread> threads;
+  for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ModelRank model(graph, ir::RankId{r}, step.pipeline_ranks, setup, slices);
+        RankExecutor executor(graph, rank_program(graph, ir::RankId{r}));
+        // The tags of the first stage's activation sends of microbatches 0 and 1, which the
+        // fault swaps: each is then received as the other microbatch's activation.
+        std::map<std::int32_t, std::int32_t> swap;
+        for (const ProgramStep& p : executor.program().steps) {
+          const ir::Task& t = graph.task(p.task);
+          if (fault == Fault::kSwapMicrobatches && r == 0 &&
+              std::holds_alternative<ir::Send>(t.op) && t.stage.value() == 0 &&
+              t.microbatch.value() < 2) {
+            swap[t.microbatch.value()] = p.tag;
+          }
+        }
+        const auto tag_of = [&](std::int32_t tag) {
+          if (swap.size() == 2 && tag == swap[0]) return swap[1];
+          if (swap.size() == 2 && tag == swap[1]) return swap[0];
+          return tag;
+        };
+        ModelTransport transport{
+            .send = [&, r](std::int32_t peer, std::span<const float> data,
+                           std::int32_t tag) { mailbox.send(r, peer, tag_of(tag), data); },
+            .recv = [&, r](std::int32_t peer, std::span<float> data,
+                           std::int32_t tag) { mailbox.recv(peer, r, tag, data); },
+        };
+        CpuBackend backend(executor.program(), model.work(transport), std::chrono::seconds(60));
+        for (std::int64_t i = 0; i < steps; ++i) executor.run(backend, i);
+        records[static_cast<std::size_t>(r)] = model.record();
+      } catch (const std::exception& e) {
+        errors[static_cast<std::size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+  return {replica_record(records, 0), setup};
+}
+
+class ModelRankSchedules : public ::testing::TestWithParam<Config> {};
+
+TEST_P(ModelRankSchedules, TrainsAsTheSingleProcessReference) {
+  const auto [run, setup] = train(GetParam(), 2);
+  const CheckReport report = check_training(run, reference_training(setup), setup);
+  EXPECT_TRUE(report.ok) << (report.problems.empty() ? "" : report.problems.front());
+  // Every microbatch's loss was recorded once, by the last stage.
+  for (const std::vector<float>& step : run.losses) {
+    for (const float loss : step) EXPECT_TRUE(std::isfinite(loss));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, ModelRankSchedules,
+                         ::testing::Values(Config{.schedule = "1f1b"}, Config{.schedule = "gpipe"},
+                                           Config{.schedule = "interleaved-1f1b", .vp = 2},
+                                           Config{.schedule = "looped-bfs", .vp = 2},
+                                           Config{.schedule = "zb-h1"}, Config{.schedule = "zb-h2"},
+                                           Config{.schedule = "zb-v", .vp = 2},
+                                           Config{.schedule = "1f1b", .pp = 4}),
+                         [](const ::testing::TestParamInfo<Config>& param) {
+                           std::string name =
+                               param.param.schedule + "_pp" + std::to_string(param.param.pp);
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
+
+TEST(ModelRank, ASwappedMicrobatchFailsTheCheck) {
+  const auto [run, setup] = train({.schedule = "1f1b"}, 1, Fault::kSwapMicrobatches);
+  const CheckReport report = check_training(run, reference_training(setup), setup);
+  EXPECT_FALSE(report.ok);
+}
+
+TEST(ModelRank, RefusesWhatItCannotRunByName) {
+  Config c{.schedule = "1f1b"};
+  scenario::Scenario s = scenario_of(c);
+  s.parallel.dp = 2;
+  const scenario::Step step = scenario::build_step(s, scenario::Replication::kFull);
+  const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7), .microbatches = 8};
+  try {
+    ModelRank rank(step.graph, ir::RankId{0}, step.pipeline_ranks, setup,
+                   stage_slices(*s.model, s.parallel));
+    FAIL() << "expected the data-parallel collectives to be refused";
+  } catch (const InvalidConfig& e) {
+    EXPECT_NE(std::string(e.what()).find("collective"), std::string::npos) << e.what();
+  }
+  // A bf16 graph's transfers carry half the bytes of the fp32 values.
+  s = scenario_of(c);
+  s.model->dtype = models::Precision::kBf16;
+  const scenario::Step bf16 = scenario::build_step(s, scenario::Replication::kFull);
+  const TrainingSetup one{.model = gpt_config_of(*s.model, s.parallel, 7), .microbatches = 4};
+  EXPECT_THROW(ModelRank(bf16.graph, ir::RankId{0}, bf16.pipeline_ranks, one,
+                         stage_slices(*s.model, s.parallel)),
+               InvalidConfig);
+}
+
+TEST(ModelRank, RecordsSurviveTheirEncoding) {
+  RankRecord record{.replica = 3};
+  record.record.losses = {{1.5F, std::numeric_limits<float>::quiet_NaN()}, {2.5F, 0.25F}};
+  record.record.parameters["layers.0.mlp.fc1.weight"] = {1, 2, 3};
+  record.record.parameters["output.weight"] = {};
+  const RankRecord back = decode_record(encode_record(record));
+  EXPECT_EQ(back.replica, 3);
+  EXPECT_EQ(back.record.parameters, record.record.parameters);
+  ASSERT_EQ(back.record.losses.size(), 2U);
+  EXPECT_EQ(back.record.losses[1], record.record.losses[1]);
+  EXPECT_TRUE(std::isnan(back.record.losses[0][1]));
+  const std::string bytes = encode_record(record);
+  EXPECT_THROW(decode_record(bytes.substr(0, bytes.size() - 1)), InvalidConfig);
+  EXPECT_THROW(decode_record(bytes + "x"), InvalidConfig);
+}
+
+}  // namespace
+}  // namespace metron::exec

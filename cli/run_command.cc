@@ -34,6 +34,7 @@
 #if METRON_HAVE_CPU_BACKEND
 #include "metron/exec/cpu_run.h"
 #include "metron/exec/torch_compute.h"
+#include "model_run.h"
 #endif
 #if METRON_HAVE_CUDA
 #include "metron/exec/cuda/cuda_rank.h"
@@ -74,6 +75,9 @@ struct RunFlags {
   std::string trace;
   std::string trace_dir;
   bool compare = false;
+  std::string payload = "operations";
+  bool check = false;
+  std::uint64_t seed = 1234;
 };
 
 /// Ranks `metron run` forks at most: each is a process with its threads and its tensors on this
@@ -85,6 +89,9 @@ struct Job {
   scenario::Scenario scenario;
   scenario::Step step;
   bool from_graph_file = false;
+#if METRON_HAVE_CPU_BACKEND
+  std::optional<exec::ModelPayload> model;  ///< --payload model
+#endif
 };
 
 bool is_graph_file(const std::string& path) {
@@ -101,6 +108,17 @@ Job job_of(const RunFlags& o) {
     job.step.pipeline_ranks = job.step.graph.num_ranks();
     job.scenario.model.reset();
     job.from_graph_file = true;
+  } else if (o.payload == "model") {
+#if METRON_HAVE_CPU_BACKEND
+    job.scenario = scenario_of(o.scenario, default_model_run_scenario());
+    if (train_in_fp32(job.scenario)) {
+      std::cerr << "metron run: the model payload trains in fp32: the graph is built for "
+                   "model dtype fp32\n";
+    }
+    job.step = executable_step(job.scenario);
+    job.model =
+        model_payload_of(job.scenario, job.step, std::int64_t{o.warmup} + o.iterations, o.seed);
+#endif
   } else {
     job.scenario = scenario_of(o.scenario, default_run_scenario());
     job.step = executable_step(job.scenario);
@@ -116,7 +134,7 @@ Job job_of(const RunFlags& o) {
 /// The measured step as `simulate --json` reports a simulated one, plus what only a measurement
 /// has: every iteration's time and how the data was carried.
 std::string result_json(const scenario::Evaluation& e, const exec::MeasuredStep& m,
-                        const RunFlags& o) {
+                        const RunFlags& o, const nlohmann::ordered_json* training) {
   nlohmann::ordered_json json = nlohmann::ordered_json::parse(scenario::result_json(e));
   nlohmann::ordered_json iterations = nlohmann::ordered_json::array();
   for (const std::int64_t ns : m.iteration_ns) iterations.push_back(static_cast<double>(ns) / 1e6);
@@ -138,6 +156,7 @@ std::string result_json(const scenario::Evaluation& e, const exec::MeasuredStep&
     json["measured"]["compute_dtype"] = "each task's own (cuBLASLt; fp8 as e4m3)";
     json["measured"]["wire_dtypes"] = "each collective's own (NCCL)";
   }
+  if (training != nullptr) json["training"] = *training;
   return json.dump(2) + "\n";
 }
 
@@ -160,13 +179,15 @@ std::string summary(const Job& job, const scenario::Evaluation& e) {
   return text;
 }
 
-void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& o) {
+/// `training`: what a model-payload run trained (TrainingReport::json), for the result JSON.
+void report(const Job& job, const exec::MeasuredStep& measured, const RunFlags& o,
+            const nlohmann::ordered_json* training = nullptr) {
   const ir::Graph& graph = job.step.graph;
   sim::SimResult result = sim::timeline_result(graph, measured.timeline);
   const scenario::Evaluation evaluation =
       scenario::evaluation_of(job.scenario, job.step, std::move(result));
   std::vector<OutputFile> files;
-  if (!o.json.empty()) files.push_back({o.json, result_json(evaluation, measured, o)});
+  if (!o.json.empty()) files.push_back({o.json, result_json(evaluation, measured, o, training)});
   std::vector<TraceOutput> traces;
   timelines::Timeline timeline = measured.timeline;
   const sim::TraceOptions options =
@@ -309,9 +330,55 @@ std::optional<exec::MeasuredStep> run_rank(const RunFlags& o, const ir::Graph& g
                       "backend '" + o.backend + "' should have been refused before any rank");
 }
 
+/// One rank on the chosen backend and payload; rank 0 reports what was measured (and trained).
+/// `device` is the rank's GPU on its machine (cuda only).
+void run_and_report(const RunFlags& o, const Job& job, const exec::Rendezvous& rendezvous,
+                    const exec::RunOptions& options, std::int32_t device,
+                    const exec::StatusSink& status) {
+#if METRON_HAVE_CPU_BACKEND
+  if (job.model) {
+    const std::optional<exec::ModelRun> run =
+        exec::run_cpu_model_rank(job.step.graph, rendezvous, options, *job.model, status);
+    if (!run) return;
+    const TrainingReport training = training_report(*job.model, run->records, o.check);
+    report(job, run->measured, o, &training.json);
+    std::cout << training.text;
+    std::cout.flush();
+    if (!training.ok) {
+      throw BackendError("--check: the run did not train as the single-process reference: " +
+                         training.failure);
+    }
+    return;
+  }
+#endif
+  const std::optional<exec::MeasuredStep> measured =
+      run_rank(o, job.step.graph, rendezvous, options, device, status);
+  if (measured) report(job, *measured, o);
+}
+
+/// Refuses payload flags that do not go together, before anything is built.
+void check_payload_flags(const RunFlags& o) {
+  if (o.check && o.payload != "model") {
+    throw InvalidConfig(
+        "--check: the timing payload computes no values to check; expected --payload model");
+  }
+  if (o.payload != "model") return;
+  if (o.backend != "cpu") {
+    throw InvalidConfig(
+        "--payload model: the model payload trains on libtorch CPU tensors; "
+        "expected --backend cpu");
+  }
+  if (is_graph_file(o.scenario.scenario_file)) {
+    throw InvalidConfig(
+        "--payload model: a graph file names no model to train; expected a "
+        "scenario (file or flags)");
+  }
+}
+
 void run(const RunFlags& o) {
   check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
   check_backend_built(o.backend);
+  check_payload_flags(o);
   const Job job = job_of(o);
   if (o.compare && job.from_graph_file) {
     throw InvalidConfig(
@@ -339,10 +406,8 @@ void run(const RunFlags& o) {
         .world_size = ranks,
         .timeout = options.timeout};
     try {
-      const std::optional<exec::MeasuredStep> measured =
-          run_rank(o, job.step.graph, rendezvous, run_options(o, job, external->rank),
-                   external->local_rank.value_or(external->rank), [](std::string_view) {});
-      if (measured) report(job, *measured, o);
+      run_and_report(o, job, rendezvous, run_options(o, job, external->rank),
+                     external->local_rank.value_or(external->rank), [](std::string_view) {});
     } catch (const Error& e) {
       // Another launcher's rank: say which rank failed, as the local launcher does.
       if (e.is_input_error()) throw;
@@ -371,10 +436,8 @@ void run(const RunFlags& o) {
         exec::RunOptions worker_options = run_options(o, job, rank);
         worker_options.timeout = worker_timeout;
         // One machine: rank r runs on its GPU r (cuda).
-        const std::optional<exec::MeasuredStep> measured =
-            run_rank(o, job.step.graph, rendezvous, worker_options, rank,
-                     [&channel](std::string_view status) { channel.set_status(status); });
-        if (measured) report(job, *measured, o);
+        run_and_report(o, job, rendezvous, worker_options, rank,
+                       [&channel](std::string_view status) { channel.set_status(status); });
       });
   if (!launched.ok()) {
     const exec::LaunchFailure& failure = *launched.failure;
@@ -484,6 +547,20 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--compare", o->compare,
                 "predict the same graph with the simulator and print predicted against measured\n"
                 "after the run (as 'metron compare' does for two traces)");
+  cmd->add_option(
+         "--payload", o->payload,
+         "what the compute tasks run: operations (the cost model's GEMMs and\n"
+         "element-wise ops at their sizes, for timing) or model (a real GPT, its stages\n"
+         "trained by the step's schedule in fp32, each iteration a training step; without\n"
+         "a scenario a 4-layer GPT of hidden 64 on 2 ranks; tp 1, dp 1 so far)")
+      ->check(CLI::IsMember({"operations", "model"}))
+      ->capture_default_str();
+  cmd->add_flag("--check", o->check,
+                "with --payload model: also train the single-process reference (the same model,\n"
+                "data and AdamW), print both losses per step and the largest parameter\n"
+                "difference, and exit 1 if they differ beyond fp32 tolerance");
+  cmd->add_option("--seed", o->seed, "with --payload model: the seed of the parameters and data")
+      ->capture_default_str();
   check_integer_options(*cmd);
   cmd->callback([o] { run(*o); });
 }

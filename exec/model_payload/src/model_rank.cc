@@ -68,8 +68,9 @@ struct ModelRank::Impl {
   std::map<MailKey, std::vector<float>> inbox;
   std::vector<std::vector<float>> losses;  // [step][global microbatch]
 
+  /// `build`: false checks the rank's tasks without building its stages.
   Impl(const ir::Graph& g, ir::RankId r, std::int32_t pipeline_ranks, const TrainingSetup& s,
-       std::vector<StageSlice> stage_slices)
+       std::vector<StageSlice> stage_slices, bool build)
       : graph(g), rank(r), setup(s), slices(std::move(stage_slices)) {
     validate(setup);
     if (pipeline_ranks < 1 || g.num_ranks() % pipeline_ranks != 0) {
@@ -79,6 +80,7 @@ struct ModelRank::Impl {
     }
     replica = r.value() / pipeline_ranks;
     replicas = g.num_ranks() / pipeline_ranks;
+    microbatches = replica_microbatches(g);
     for (std::int32_t t = 0; t < g.num_tasks(); ++t) index(g.task(ir::TaskId{t}), pipeline_ranks);
     if (setup.microbatches != replicas * microbatches) {
       throw InvalidConfig("model payload: the setup trains " + std::to_string(setup.microbatches) +
@@ -90,7 +92,7 @@ struct ModelRank::Impl {
                           " has no optimizer step; expected a step graph that trains");
     }
     for (const auto& [stage, holder] : stage_rank) {
-      if (holder != r.value()) continue;
+      if (holder != r.value() || !build) continue;
       stages.emplace(
           stage, std::make_unique<HeldStage>(setup.model, slices[static_cast<std::size_t>(stage)]));
     }
@@ -103,9 +105,6 @@ struct ModelRank::Impl {
     const bool mine = task.rank == rank;
     const bool my_replica = task.rank.value() / pipeline_ranks == replica;
     if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
-      if (task.microbatch.valid()) {
-        microbatches = std::max<std::int64_t>(microbatches, task.microbatch.value() + 1);
-      }
       if (c->phase == ir::Phase::kOptimizer) {
         optimizer_tasks += mine ? 1 : 0;
         return;
@@ -306,7 +305,14 @@ struct ModelRank::Impl {
 
 ModelRank::ModelRank(const ir::Graph& graph, ir::RankId rank, std::int32_t pipeline_ranks,
                      const TrainingSetup& setup, std::vector<StageSlice> slices)
-    : impl_(std::make_unique<Impl>(graph, rank, pipeline_ranks, setup, std::move(slices))) {}
+    : impl_(std::make_unique<Impl>(graph, rank, pipeline_ranks, setup, std::move(slices), true)) {}
+
+void check_model_payload(const ir::Graph& graph, std::int32_t pipeline_ranks,
+                         const TrainingSetup& setup, const std::vector<StageSlice>& slices) {
+  for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
+    const ModelRank::Impl checked(graph, ir::RankId{r}, pipeline_ranks, setup, slices, false);
+  }
+}
 
 ModelRank::~ModelRank() = default;
 
@@ -337,6 +343,17 @@ RankRecord ModelRank::record() const {
   std::vector<GptStage*> stages;
   for (auto& [index, s] : impl_->stages) stages.push_back(&s->stage);
   out.record.parameters = parameters_by_name(stages);
+  return out;
+}
+
+std::int64_t replica_microbatches(const ir::Graph& graph) {
+  std::int64_t out = 0;
+  for (std::int32_t t = 0; t < graph.num_tasks(); ++t) {
+    const ir::Task& task = graph.task(ir::TaskId{t});
+    if (task.kind() == ir::TaskKind::kCompute && task.microbatch.valid()) {
+      out = std::max<std::int64_t>(out, task.microbatch.value() + 1);
+    }
+  }
   return out;
 }
 

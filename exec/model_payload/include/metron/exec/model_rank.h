@@ -77,9 +77,19 @@ class ModelRank {
   [[nodiscard]] RankRecord record() const;
 
  private:
+  friend void check_model_payload(const ir::Graph&, std::int32_t, const TrainingSetup&,
+                                  const std::vector<StageSlice>&);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// What ModelRank's constructor checks, for every rank of `graph`, without building a stage:
+/// a run is refused before any process starts. Throws InvalidConfig as the constructor does.
+void check_model_payload(const ir::Graph& graph, std::int32_t pipeline_ranks,
+                         const TrainingSetup& setup, const std::vector<StageSlice>& slices);
+
+/// M: the microbatches each replica of `graph` runs per step (the highest microbatch tag + 1).
+std::int64_t replica_microbatches(const ir::Graph& graph);
 
 /// Replica `replica`'s run, from every rank's record: the losses of all ranks together (each
 /// microbatch's loss comes from the replica that ran it) and the parameters of that replica's

@@ -1,0 +1,165 @@
+#include "model_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "metron/base/error.h"
+#include "metron/exec/gpt_of_model.h"
+#include "metron/exec/model_rank.h"
+#include "metron/exec/training_check.h"
+#include "metron/models/hardware_presets.h"
+
+namespace metron::cli {
+
+scenario::Scenario default_model_run_scenario() {
+  scenario::Scenario s = scenario::default_scenario();
+  s.model = models::ModelSpec{.name = "gpt-tiny",
+                              .layers = 4,
+                              .hidden = 64,
+                              .heads = 4,
+                              .vocab = 256,
+                              .seq_len = 32,
+                              .dtype = models::Precision::kFp32,
+                              .make_vocab_size_divisible_by = 1};
+  s.hardware = models::hardware_preset("cpu-local");
+  s.gpus.reset();
+  s.parallel = {.tp = 1, .pp = 2, .dp = 1, .microbatch_size = 2, .seq_len = 32};
+  s.parallel.num_microbatches = 4;
+  s.schedule = {.name = "1f1b"};
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDdp};
+  return s;
+}
+
+bool train_in_fp32(scenario::Scenario& scenario) {
+  if (!scenario.model) {
+    throw InvalidConfig(
+        "--payload model: the scenario names no model (explicit costs only); expected --model");
+  }
+  const bool changed = scenario.model->dtype != models::Precision::kFp32;
+  scenario.model->dtype = models::Precision::kFp32;
+  return changed;
+}
+
+exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const scenario::Step& step,
+                                    std::int64_t steps, std::uint64_t seed) {
+  const ir::Graph& graph = step.graph;
+  // The pipeline rank of each model stage, from the graph's first replica: the schedule's
+  // placement (looped, or V), which uneven first and last stages are counted by.
+  std::map<std::int32_t, std::int32_t> placed;
+  for (std::int32_t t = 0; t < graph.num_tasks(); ++t) {
+    const ir::Task& task = graph.task(ir::TaskId{t});
+    if (task.kind() == ir::TaskKind::kCompute && task.stage.valid() &&
+        task.rank.value() < step.pipeline_ranks) {
+      placed[task.stage.value()] = task.rank.value();
+    }
+  }
+  std::vector<std::int32_t> stage_ranks;
+  for (const auto& [stage, rank] : placed) {
+    if (stage != std::ssize(stage_ranks)) break;  // DualPipe's copies: refused below
+    stage_ranks.push_back(rank);
+  }
+  const models::ModelSpec& model = *scenario.model;
+  if (std::ssize(stage_ranks) != scenario.parallel.pp * scenario.parallel.vp) stage_ranks.clear();
+  exec::ModelPayload payload{.setup = {.model = exec::gpt_config_of(model, scenario.parallel, seed),
+                                       .steps = steps,
+                                       .microbatches = exec::replica_microbatches(graph) *
+                                                       (graph.num_ranks() / step.pipeline_ranks)},
+                             .slices = exec::stage_slices(model, scenario.parallel, stage_ranks),
+                             .pipeline_ranks = step.pipeline_ranks};
+  exec::check_model_payload(graph, payload.pipeline_ranks, payload.setup, payload.slices);
+  return payload;
+}
+
+namespace {
+
+/// The mean of each step's microbatch losses.
+std::vector<double> mean_losses(const std::vector<std::vector<float>>& losses) {
+  std::vector<double> out;
+  for (const std::vector<float>& step : losses) {
+    double sum = 0;
+    for (const float loss : step) sum += loss;
+    out.push_back(step.empty() ? 0.0 : sum / static_cast<double>(step.size()));
+  }
+  return out;
+}
+
+}  // namespace
+
+TrainingReport training_report(const exec::ModelPayload& payload,
+                               const std::vector<exec::RankRecord>& records, bool check) {
+  const exec::TrainingSetup& setup = payload.setup;
+  const auto replicas = static_cast<std::int32_t>(std::ssize(records) / payload.pipeline_ranks);
+  const exec::TrainingRecord run = exec::replica_record(records, 0);
+  const std::vector<double> run_mean = mean_losses(run.losses);
+  TrainingReport report;
+  report.json = {{"steps", setup.steps},
+                 {"microbatches_per_step", setup.microbatches},
+                 {"learning_rate", setup.adam.lr},
+                 {"mean_loss", run_mean},
+                 {"losses", run.losses}};
+  std::vector<double> reference_mean;
+  if (check) {
+    const exec::TrainingRecord reference = exec::reference_training(setup);
+    reference_mean = mean_losses(reference.losses);
+    nlohmann::ordered_json by_replica = nlohmann::ordered_json::array();
+    for (std::int32_t d = 0; d < replicas; ++d) {
+      const exec::CheckReport r =
+          exec::check_training(exec::replica_record(records, d), reference, setup);
+      by_replica.push_back({{"replica", d},
+                            {"ok", r.ok},
+                            {"worst_loss_over_tolerance", r.worst_loss},
+                            {"worst_parameter_over_tolerance", r.worst_parameter},
+                            {"worst_parameter", r.worst_parameter_name},
+                            {"problems", r.problems}});
+      if (!r.ok && report.ok) {
+        report.ok = false;
+        report.failure =
+            "replica " + std::to_string(d) + ": " +
+            (r.problems.empty() ? std::string("differs") : r.problems.front()) +
+            (r.problems.size() > 1 ? fmt::format(" (and {} more)", r.problems.size() - 1)
+                                   : std::string());
+      }
+    }
+    report.json["check"] = {
+        {"ok", report.ok}, {"reference_mean_loss", reference_mean}, {"replicas", by_replica}};
+  }
+
+  std::string& text = report.text;
+  text += fmt::format(
+      "\ntraining (model payload: {} layers, hidden {}, vocabulary {}, {} stages; fp32, AdamW "
+      "lr {:g})\n",
+      setup.model.layers, setup.model.hidden, setup.model.vocab, payload.slices.size(),
+      setup.adam.lr);
+  text += check ? "  step   mean loss    reference\n" : "  step   mean loss\n";
+  for (std::size_t t = 0; t < run_mean.size(); ++t) {
+    text += fmt::format("  {:>4}   {:<11.7f}", t + 1, run_mean[t]);
+    if (check) text += fmt::format("  {:.7f}", reference_mean[t]);
+    text += "\n";
+  }
+  if (check) {
+    const nlohmann::ordered_json& worst = report.json["check"]["replicas"];
+    double loss_ratio = 0;
+    double parameter_ratio = 0;
+    std::string parameter;
+    for (const nlohmann::ordered_json& r : worst) {
+      loss_ratio = std::max(loss_ratio, r["worst_loss_over_tolerance"].get<double>());
+      if (r["worst_parameter_over_tolerance"].get<double>() >= parameter_ratio) {
+        parameter_ratio = r["worst_parameter_over_tolerance"].get<double>();
+        parameter = r["worst_parameter"].get<std::string>();
+      }
+    }
+    text += fmt::format(
+        "  check against the single-process reference ({} replica{}): {}\n"
+        "    largest loss difference       {:.3g} of the tolerance (1e-5 relative)\n"
+        "    largest parameter difference  {:.3g} of the tolerance ({})\n",
+        replicas, replicas == 1 ? "" : "s", report.ok ? "passed" : "FAILED", loss_ratio,
+        parameter_ratio, parameter.empty() ? "-" : parameter);
+    if (!report.ok) text += "    " + report.failure + "\n";
+  }
+  return report;
+}
+
+}  // namespace metron::cli

@@ -1,0 +1,64 @@
+// `metron run --payload model` as a user meets it (issue 21): real worker processes train a GPT
+// by a schedule's step graph, with activations and gradients moved by Gloo, and --check trains
+// the single-process reference beside it; the refusals (exit 2) come before any process starts.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "metron/base/file_io.h"
+#include "support/cli_runner.h"
+
+namespace metron {
+namespace {
+
+using ::testing::AllOf;
+using testing::Cli;
+using ::testing::HasSubstr;
+using testing::Outcome;
+using Json = nlohmann::json;
+
+TEST_F(Cli, RunWithTheModelPayloadTrainsAsTheSingleProcessReference) {
+  // Zero Bubble V: I and W apart, and the V's turn from stage 1 to stage 2 on the same rank.
+  const Outcome r = metron("run --payload model --check --schedule zb-v --pp 2 --iterations 2 " +
+                           std::string("--warmup 1 --json ") + path("model.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, AllOf(HasSubstr("training (model payload: 4 layers, hidden 64"),
+                           HasSubstr("check against the single-process reference (1 replica): "
+                                     "passed")));
+  const Json training = Json::parse(read_file(path("model.json")))["training"];
+  EXPECT_EQ(training["steps"], 3);  // warm-up iterations train too
+  ASSERT_EQ(training["mean_loss"].size(), 3U);
+  EXPECT_TRUE(training["check"]["ok"].get<bool>());
+  for (std::size_t t = 0; t < 3; ++t) {
+    const double run = training["mean_loss"][t];
+    const double reference = training["check"]["reference_mean_loss"][t];
+    EXPECT_NEAR(run, reference, 1e-5 * reference);
+  }
+  // Every microbatch of every step has its loss (4 per step, from the last stage).
+  for (const Json& step : training["losses"]) EXPECT_EQ(step.size(), 4U);
+}
+
+TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
+  const Outcome check = metron("run --check");
+  EXPECT_EQ(check.code, 2);
+  EXPECT_THAT(check.err, HasSubstr("--check: the timing payload computes no values to check"));
+  const Outcome dp = metron("run --payload model --dp 2");
+  EXPECT_EQ(dp.code, 2);
+  EXPECT_THAT(dp.err, HasSubstr("is a collective; the model payload runs pipelines without"));
+  const Outcome tied = metron("run --payload model --model gpt3-125m");
+  EXPECT_EQ(tied.code, 2);
+  EXPECT_THAT(tied.err, HasSubstr("tied embeddings"));
+  const Outcome dualpipe = metron("run --payload model --schedule dualpipe-v");
+  EXPECT_EQ(dualpipe.code, 2);
+  EXPECT_THAT(dualpipe.err, HasSubstr("DualPipe F&B unit"));
+  ASSERT_EQ(metron("schedule --pp 2 -m 4 --format json -o " + path("g.json")).code, 0);
+  const Outcome graph = metron("run " + path("g.json") + " --payload model");
+  EXPECT_EQ(graph.code, 2);
+  EXPECT_THAT(graph.err, HasSubstr("a graph file names no model to train"));
+}
+
+}  // namespace
+}  // namespace metron

@@ -11,6 +11,7 @@
 #include "metron/exec/model_rank.h"
 #include "metron/exec/training_check.h"
 #include "metron/models/hardware_presets.h"
+#include "metron/sync/bucket_plan.h"
 
 namespace metron::cli {
 
@@ -68,8 +69,20 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
                                        .microbatches = exec::replica_microbatches(graph) *
                                                        (graph.num_ranks() / step.pipeline_ranks)},
                              .slices = exec::stage_slices(model, scenario.parallel, stage_ranks),
-                             .pipeline_ranks = step.pipeline_ranks};
-  exec::check_model_payload(graph, payload.pipeline_ranks, payload.setup, payload.slices);
+                             .pipeline_ranks = step.pipeline_ranks,
+                             .sync = {.input = step.sync_input, .buckets = {}}};
+  if (!step.sync_input.params.empty()) {
+    const sync::SyncPolicy policy = scenario.sync.policy;
+    if (policy != sync::SyncPolicy::kDdp && policy != sync::SyncPolicy::kMegatronDdp &&
+        policy != sync::SyncPolicy::kMegatronDistopt) {
+      throw InvalidConfig("--payload model: --sync " + std::string(sync::to_string(policy)) +
+                          " is not run by the model payload yet; expected ddp, megatron-ddp or "
+                          "megatron-distopt (or dp 1)");
+    }
+    payload.sync.buckets = sync::policy_buckets(step.sync_input, scenario.sync);
+  }
+  exec::check_model_payload(graph, payload.pipeline_ranks, payload.setup, payload.slices,
+                            payload.sync);
   return payload;
 }
 
@@ -154,7 +167,8 @@ TrainingReport training_report(const exec::ModelPayload& payload,
     text += fmt::format(
         "  check against the single-process reference ({} replica{}): {}\n"
         "    largest loss difference       {:.3g} of the tolerance (1e-5 relative)\n"
-        "    largest parameter difference  {:.3g} of the tolerance ({})\n",
+        "    largest parameter difference  {:.3g} of the tolerance (1e-6 relative + 1e-2·lr a "
+        "step; {})\n",
         replicas, replicas == 1 ? "" : "s", report.ok ? "passed" : "FAILED", loss_ratio,
         parameter_ratio, parameter.empty() ? "-" : parameter);
     if (!report.ok) text += "    " + report.failure + "\n";

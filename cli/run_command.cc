@@ -547,12 +547,12 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--compare", o->compare,
                 "predict the same graph with the simulator and print predicted against measured\n"
                 "after the run (as 'metron compare' does for two traces)");
-  cmd->add_option(
-         "--payload", o->payload,
-         "what the compute tasks run: operations (the cost model's GEMMs and\n"
-         "element-wise ops at their sizes, for timing) or model (a real GPT, its stages\n"
-         "trained by the step's schedule in fp32, each iteration a training step; without\n"
-         "a scenario a 4-layer GPT of hidden 64 on 2 ranks; tp 1, dp 1 so far)")
+  cmd->add_option("--payload", o->payload,
+                  "what the compute tasks run: operations (the cost model's GEMMs and\n"
+                  "element-wise ops at their sizes, for timing) or model (a real GPT, its stages\n"
+                  "trained by the step's schedule and sync policy (ddp, megatron-ddp,\n"
+                  "megatron-distopt) in fp32, each iteration a training step; without a scenario\n"
+                  "a 4-layer GPT of hidden 64 on 2 ranks; tp 1 so far)")
       ->check(CLI::IsMember({"operations", "model"}))
       ->capture_default_str();
   cmd->add_flag("--check", o->check,

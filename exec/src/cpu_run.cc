@@ -102,7 +102,7 @@ std::optional<ModelRun> run_cpu_model_rank(const ir::Graph& graph, const Rendezv
   // Sets the process's libtorch and BLAS threads, which the model's stages compute with too.
   const TorchCompute threads({.intra_op_threads = options.intra_op_threads});
   status("building the rank's stages of the model");
-  ModelRank trainer(graph, rank, model.pipeline_ranks, model.setup, model.slices);
+  ModelRank trainer(graph, rank, model.pipeline_ranks, model.setup, model.slices, model.sync);
   std::unique_ptr<GlooWorld> world_owner = connect(graph, rendezvous, status);
   GlooWorld& world = *world_owner;
   RankExecutor executor(graph, rank_program(graph, rank));
@@ -111,6 +111,9 @@ std::optional<ModelRun> run_cpu_model_rank(const ir::Graph& graph, const Rendezv
                        std::int32_t tag) { world.send_floats(peer, data, tag); },
       .recv = [&world](std::int32_t peer, std::span<float> data,
                        std::int32_t tag) { world.recv_floats(peer, data, tag); },
+      .collective =
+          [&world](std::int32_t group, std::int64_t ordinal, const ir::Collective& c,
+                   std::span<float> data) { world.collective_floats(group, ordinal, c, data); },
   });
   std::optional<MeasuredStep> measured =
       run_iterations(graph, rendezvous, world_owner, executor, std::move(work), options, status);

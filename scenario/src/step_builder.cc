@@ -370,10 +370,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
         intra_layer_comm(*s.model, mp, lowering.output_bytes.value_or(lowering.p2p_bytes));
     if (!intra.empty()) lowering::add_intra_layer_collectives(builder, intra);
     if (dp_group > 1) {
-      sync::add_sync_policy(
-          builder,
-          sync_input(s, mp, layout.spec, layout.stage_ranks, stage_layers, s.model->layers),
-          s.sync);
+      step.sync_input =
+          sync_input(s, mp, layout.spec, layout.stage_ranks, stage_layers, s.model->layers);
+      sync::add_sync_policy(builder, step.sync_input, s.sync);
     }
   }
   if (s.model && payload == Payload::kOperations) {

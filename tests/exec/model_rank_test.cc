@@ -6,6 +6,7 @@
 
 #include "metron/exec/model_rank.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include "metron/exec/rank_program.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/scenario/step_builder.h"
+#include "metron/sync/bucket_plan.h"
 
 namespace metron::exec {
 namespace {
@@ -63,16 +65,68 @@ class Mailbox {
   std::map<Key, std::vector<float>> mail_;
 };
 
+/// Collectives between the test's rank threads, over whole fp32 buffers as GlooWorld::
+/// collective_floats takes them: each member leaves a copy of its buffer under (group, ordinal),
+/// and once all are there each computes its result from them in member order.
+class Collectives {
+ public:
+  explicit Collectives(const ir::Graph& graph) : graph_(graph) {}
+
+  void run(std::int32_t rank, std::int32_t group, std::int64_t ordinal, const ir::Collective& c,
+           std::span<float> data) {
+    const std::vector<ir::RankId>& members =
+        graph_.data().groups[static_cast<std::size_t>(group)].ranks;
+    const auto size = members.size();
+    const auto me = static_cast<std::size_t>(
+        std::find(members.begin(), members.end(), ir::RankId{rank}) - members.begin());
+    std::unique_lock lock(mutex_);
+    Round& round = rounds_[{group, ordinal}];
+    round.inputs.resize(size);
+    round.inputs[me].assign(data.begin(), data.end());
+    ++round.arrived;
+    changed_.notify_all();
+    if (!changed_.wait_for(lock, std::chrono::seconds(60), [&] { return round.arrived == size; })) {
+      throw BackendError("collectives: a member did not come");
+    }
+    const std::size_t chunk = data.size() / size;
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      if (c.op == ir::CollectiveOp::kAllGather) {
+        data[i] = round.inputs[i / chunk][i];
+      } else if (c.op == ir::CollectiveOp::kAllReduce || i / chunk == me) {
+        float sum = 0;
+        for (const std::vector<float>& input : round.inputs) sum += input[i];
+        data[i] = sum;
+      }
+    }
+    if (++round.left == size) rounds_.erase({group, ordinal});
+  }
+
+ private:
+  struct Round {
+    std::vector<std::vector<float>> inputs;
+    std::size_t arrived = 0;
+    std::size_t left = 0;
+  };
+  const ir::Graph& graph_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<std::pair<std::int32_t, std::int64_t>, Round> rounds_;
+};
+
 struct Config {
   std::string schedule;
   std::int64_t pp = 2;
   std::int64_t vp = 1;
   std::int64_t microbatches = 4;
+  std::int64_t dp = 1;
+  std::string sync = "ddp";
+  bool overlap_grad_reduce = false;
 };
 
 // gtest looks this name up to print a parameter.
 void PrintTo(const Config& c, std::ostream* out) {  // NOLINT(readability-identifier-naming)
-  *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches;
+  *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches << " dp "
+       << c.dp << " " << c.sync << (c.overlap_grad_reduce ? " overlap-grad-reduce" : "");
 }
 
 scenario::Scenario scenario_of(const Config& c) {
@@ -80,14 +134,18 @@ scenario::Scenario scenario_of(const Config& c) {
   s.model = models::testing::tiny_gelu(4);
   s.model->dtype = models::Precision::kFp32;
   s.hardware = models::hardware_preset("cpu-local");
-  s.parallel = {.tp = 1, .pp = c.pp, .dp = 1, .vp = c.vp, .microbatch_size = 2, .seq_len = 4};
+  s.parallel = {.tp = 1, .pp = c.pp, .dp = c.dp, .vp = c.vp, .microbatch_size = 2, .seq_len = 4};
   s.parallel.num_microbatches = c.microbatches;
   s.schedule = {.name = c.schedule};
+  s.sync = {.policy = *sync::parse_sync_policy(c.sync)};
+  if (c.overlap_grad_reduce) s.sync.overlap_grad_reduce = true;
+  // Small buckets, so that a backward is cut at bucket boundaries and buckets are several.
+  if (c.sync == "ddp") s.sync.bucket_size = 2048;
   return s;
 }
 
 /// How the test's transfers misbehave.
-enum class Fault { kNone, kSwapMicrobatches };
+enum class Fault { kNone, kSwapMicrobatches, kDropBucket };
 
 /// Trains `steps` steps of the scenario's graph, every rank on a thread; returns replica 0's
 /// record and the setup it trained.
@@ -98,7 +156,11 @@ std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t ste
   const ir::Graph& graph = step.graph;
   const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7),
                             .steps = steps,
-                            .microbatches = c.microbatches};
+                            .microbatches = c.microbatches * c.dp};
+  const ModelSync plan{.input = step.sync_input,
+                       .buckets = c.dp > 1 ? sync::policy_buckets(step.sync_input, s.sync)
+                                           : std::vector<std::vector<sync::PlannedBucket>>{}};
+  Collectives collectives(graph);
   const std::vector<StageSlice> slices = stage_slices(*s.model, s.parallel);
   Mailbox mailbox;
   std::vector<RankRecord> records(static_cast<std::size_t>(graph.num_ranks()));
@@ -107,7 +169,7 @@ std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t ste
   for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
     threads.emplace_back([&, r] {
       try {
-        ModelRank model(graph, ir::RankId{r}, step.pipeline_ranks, setup, slices);
+        ModelRank model(graph, ir::RankId{r}, step.pipeline_ranks, setup, slices, plan);
         RankExecutor executor(graph, rank_program(graph, ir::RankId{r}));
         // The tags of the first stage's activation sends of microbatches 0 and 1, which the
         // fault swaps: each is then received as the other microbatch's activation.
@@ -130,6 +192,17 @@ std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t ste
                            std::int32_t tag) { mailbox.send(r, peer, tag_of(tag), data); },
             .recv = [&, r](std::int32_t peer, std::span<float> data,
                            std::int32_t tag) { mailbox.recv(peer, r, tag, data); },
+            .collective =
+                [&, r](std::int32_t group, std::int64_t ordinal, const ir::Collective& op,
+                       std::span<float> data) {
+                  // The fault: rank 0's first collective reduces nothing (its result is its own
+                  // gradients), as if its bucket had been dropped.
+                  const std::vector<float> kept(data.begin(), data.end());
+                  collectives.run(r, group, ordinal, op, data);
+                  if (fault == Fault::kDropBucket && r == 0 && ordinal == 0) {
+                    std::copy(kept.begin(), kept.end(), data.begin());
+                  }
+                },
         };
         CpuBackend backend(executor.program(), model.work(transport), std::chrono::seconds(60));
         for (std::int64_t i = 0; i < steps; ++i) executor.run(backend, i);
@@ -156,19 +229,27 @@ TEST_P(ModelRankSchedules, TrainsAsTheSingleProcessReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, ModelRankSchedules,
-                         ::testing::Values(Config{.schedule = "1f1b"}, Config{.schedule = "gpipe"},
-                                           Config{.schedule = "interleaved-1f1b", .vp = 2},
-                                           Config{.schedule = "looped-bfs", .vp = 2},
-                                           Config{.schedule = "zb-h1"}, Config{.schedule = "zb-h2"},
-                                           Config{.schedule = "zb-v", .vp = 2},
-                                           Config{.schedule = "1f1b", .pp = 4}),
-                         [](const ::testing::TestParamInfo<Config>& param) {
-                           std::string name =
-                               param.param.schedule + "_pp" + std::to_string(param.param.pp);
-                           std::replace(name.begin(), name.end(), '-', '_');
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Schedules, ModelRankSchedules,
+    ::testing::Values(Config{.schedule = "1f1b"}, Config{.schedule = "gpipe"},
+                      Config{.schedule = "interleaved-1f1b", .vp = 2},
+                      Config{.schedule = "looped-bfs", .vp = 2}, Config{.schedule = "zb-h1"},
+                      Config{.schedule = "zb-h2"}, Config{.schedule = "zb-v", .vp = 2},
+                      Config{.schedule = "1f1b", .pp = 4},
+                      Config{.schedule = "1f1b", .dp = 2, .sync = "ddp"},
+                      Config{.schedule = "zb-h1", .dp = 2, .sync = "megatron-distopt"},
+                      Config{.schedule = "interleaved-1f1b",
+                             .vp = 2,
+                             .dp = 2,
+                             .sync = "megatron-ddp",
+                             .overlap_grad_reduce = true},
+                      Config{.schedule = "zb-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"}),
+    [](const ::testing::TestParamInfo<Config>& param) {
+      std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
+                         std::to_string(param.param.dp) + "_" + param.param.sync;
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
 
 TEST(ModelRank, ASwappedMicrobatchFailsTheCheck) {
   const auto [run, setup] = train({.schedule = "1f1b"}, 1, Fault::kSwapMicrobatches);
@@ -176,19 +257,39 @@ TEST(ModelRank, ASwappedMicrobatchFailsTheCheck) {
   EXPECT_FALSE(report.ok);
 }
 
-TEST(ModelRank, RefusesWhatItCannotRunByName) {
-  Config c{.schedule = "1f1b"};
-  scenario::Scenario s = scenario_of(c);
-  s.parallel.dp = 2;
+TEST(ModelRank, ADroppedBucketFailsTheCheck) {
+  const auto [run, setup] =
+      train({.schedule = "1f1b", .dp = 2, .sync = "megatron-ddp"}, 1, Fault::kDropBucket);
+  const CheckReport report = check_training(run, reference_training(setup), setup);
+  EXPECT_FALSE(report.ok);
+}
+
+/// The reason ModelRank gives for refusing `s`'s graph.
+std::string refusal(const scenario::Scenario& s) {
   const scenario::Step step = scenario::build_step(s, scenario::Replication::kFull);
-  const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7), .microbatches = 8};
+  const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7),
+                            .microbatches = 4 * s.parallel.dp};
   try {
-    ModelRank rank(step.graph, ir::RankId{0}, step.pipeline_ranks, setup,
-                   stage_slices(*s.model, s.parallel));
-    FAIL() << "expected the data-parallel collectives to be refused";
+    check_model_payload(
+        step.graph, step.pipeline_ranks, setup, stage_slices(*s.model, s.parallel),
+        {.input = step.sync_input, .buckets = sync::policy_buckets(step.sync_input, s.sync)});
   } catch (const InvalidConfig& e) {
-    EXPECT_NE(std::string(e.what()).find("collective"), std::string::npos) << e.what();
+    return e.what();
   }
+  return "";
+}
+
+TEST(ModelRank, RefusesWhatItCannotRunByName) {
+  Config c{.schedule = "1f1b", .dp = 2, .sync = "megatron-distopt"};
+  scenario::Scenario s = scenario_of(c);
+  s.sync.overlap_grad_reduce = true;
+  s.sync.overlap_param_gather = true;
+  s.sync.bucket_size = 500;  // elements: several buckets, so that the forward is cut
+  EXPECT_THAT(refusal(s), ::testing::HasSubstr("a forward cut at bucket boundaries"));
+  s = scenario_of(c);
+  s.sync.comm_hook = sync::CommHook::kBf16Compress;
+  s.sync.policy = sync::SyncPolicy::kDdp;
+  EXPECT_THAT(refusal(s), ::testing::HasSubstr("carries bf16"));
   // A bf16 graph's transfers carry half the bytes of the fp32 values.
   s = scenario_of(c);
   s.model->dtype = models::Precision::kBf16;

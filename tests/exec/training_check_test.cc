@@ -184,15 +184,15 @@ TEST(TrainingCheck, ComparesWithinItsTolerancesAndNamesWhatDiffers) {
   EXPECT_TRUE(check_training(reference, reference, s).ok);
   EXPECT_EQ(check_training(reference, reference, s).worst_parameter, 0.0);
 
-  // Within: a loss 1e-6 relative off; a parameter 1e-6·|p| + 0.5·(1e-3·lr·steps) off.
+  // Within: a loss 1e-6 relative off; a parameter 1e-6·|p| + 0.5·(1e-2·lr·steps) off.
   TrainingRecord close = reference;
   close.losses[0][1] = 4.5F * (1 + 1e-6F);
-  close.parameters["a"][1] = -2.0F - static_cast<float>(1e-6 * 2 + 0.5 * 1e-3 * 1e-2);
+  close.parameters["a"][1] = -2.0F - static_cast<float>(1e-6 * 2 + 0.5 * 1e-2 * 1e-2);
   EXPECT_TRUE(check_training(close, reference, s).ok);
 
   TrainingRecord off = reference;
   off.losses[0][0] = 4.001F;
-  off.parameters["b"][0] = 0.5F + 1e-4F;
+  off.parameters["b"][0] = 0.5F + 1e-3F;
   const CheckReport report = check_training(off, reference, s);
   EXPECT_FALSE(report.ok);
   EXPECT_THAT(::testing::PrintToString(report.problems),

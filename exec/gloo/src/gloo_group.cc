@@ -96,9 +96,18 @@ GlooGroup::GlooGroup(std::int32_t index, std::vector<std::int32_t> members, std:
 
 GlooGroup::~GlooGroup() = default;
 
-void GlooGroup::run(std::int64_t ordinal, const ir::Collective& collective) {
+void GlooGroup::run(std::int64_t ordinal, const ir::Collective& collective, std::span<float> data) {
   // Checked before the turn: an input error must not leave later ordinals waiting for it.
-  (void)wire_layout(collective, static_cast<std::int32_t>(members_.size()));
+  const WireLayout checked = wire_layout(collective, static_cast<std::int32_t>(members_.size()));
+  if (!data.empty() && (checked.type != WireType::kFloat32 || checked.calls != 1 ||
+                        std::cmp_not_equal(data.size(), checked.call_elements) ||
+                        collective.op == ir::CollectiveOp::kAllToAll)) {
+    throw InvalidConfig(describe(collective, ordinal) +
+                        ": real values travel as one fp32 call "
+                        "over the whole buffer (" +
+                        std::to_string(checked.call_elements) + " elements); got " +
+                        std::to_string(data.size()) + " values");
+  }
   if (collective.op == ir::CollectiveOp::kReduce || collective.op == ir::CollectiveOp::kBroadcast) {
     (void)local_index(collective.root.value(), "root rank");
   }
@@ -128,10 +137,12 @@ void GlooGroup::run(std::int64_t ordinal, const ir::Collective& collective) {
     Turn turn(*this, ordinal);
     if (collective.bytes <= 0) return;
     buffers = acquire(collective);
+    if (!data.empty()) copy_in(collective, *buffers, data);
     if (collective.op == ir::CollectiveOp::kReduceScatter) {
       // Synchronous, and released under the turn so that every member's pool (and with it the
       // order in which algorithms take Gloo slots) stays the same.
       reduce_scatter(*buffers);
+      if (!data.empty()) copy_out(collective, *buffers, data);
       release(collective, std::move(buffers));
       return;
     }
@@ -146,7 +157,33 @@ void GlooGroup::run(std::int64_t ordinal, const ir::Collective& collective) {
   } catch (const std::exception& error) {
     throw BackendError(describe(collective, ordinal) + ": " + error_text(error));
   }
+  if (!data.empty()) copy_out(collective, *buffers, data);
   release(collective, std::move(buffers));
+}
+
+// Real values (Note [gloo world]): all-gather's input is the caller's own chunk of `data`,
+// reduce-scatter's result goes back to that chunk; the others use the whole buffer both ways.
+void GlooGroup::copy_in(const ir::Collective& collective, const Buffers& buffers,
+                        std::span<const float> data) const {
+  std::span<const float> from = data;
+  if (collective.op == ir::CollectiveOp::kAllGather) {
+    from = data.subspan(static_cast<std::size_t>(local_rank_ * buffers.layout.chunk_elements),
+                        static_cast<std::size_t>(buffers.layout.chunk_elements));
+  }
+  std::memcpy(buffers.input.data_ptr(), from.data(), from.size_bytes());
+}
+
+void GlooGroup::copy_out(const ir::Collective& collective, const Buffers& buffers,
+                         std::span<float> data) const {
+  if (collective.op == ir::CollectiveOp::kReduceScatter) {
+    // Gloo leaves the result at the start of the buffer.
+    const std::span<float> to =
+        data.subspan(static_cast<std::size_t>(local_rank_ * buffers.layout.chunk_elements),
+                     static_cast<std::size_t>(buffers.layout.chunk_elements));
+    std::memcpy(to.data(), buffers.input.data_ptr(), to.size_bytes());
+    return;
+  }
+  std::memcpy(data.data(), buffers.output.data_ptr(), data.size_bytes());
 }
 
 std::vector<c10::intrusive_ptr<c10d::Work>> GlooGroup::issue(const ir::Collective& collective,

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <tuple>
@@ -33,8 +34,8 @@ class GlooGroup {
   GlooGroup(const GlooGroup&) = delete;
   GlooGroup& operator=(const GlooGroup&) = delete;
 
-  /// GlooWorld::collective() for this group.
-  void run(std::int64_t ordinal, const ir::Collective& collective);
+  /// GlooWorld::collective() for this group; with `data`, GlooWorld::collective_floats().
+  void run(std::int64_t ordinal, const ir::Collective& collective, std::span<float> data = {});
 
   /// For the tests: the input of the buffer set the next run() of `collective` takes (a
   /// single-threaded caller gets the same set back), and the output it leaves there.
@@ -57,6 +58,11 @@ class GlooGroup {
   [[nodiscard]] std::vector<c10::intrusive_ptr<c10d::Work>> issue(const ir::Collective& collective,
                                                                   Buffers& buffers);
   void reduce_scatter(Buffers& buffers);
+  /// The caller's values into the buffers before the call, and the result back after it.
+  void copy_in(const ir::Collective& collective, const Buffers& buffers,
+               std::span<const float> data) const;
+  void copy_out(const ir::Collective& collective, const Buffers& buffers,
+                std::span<float> data) const;
   [[nodiscard]] std::int64_t local_index(std::int32_t graph_rank, const char* what) const;
   [[nodiscard]] std::string describe(const ir::Collective& collective, std::int64_t ordinal) const;
 

@@ -155,6 +155,14 @@ void GlooWorld::collective(std::int32_t group, std::int64_t ordinal,
   impl_->group(group).run(ordinal, collective);
 }
 
+void GlooWorld::collective_floats(std::int32_t group, std::int64_t ordinal,
+                                  const ir::Collective& collective, std::span<float> data) {
+  if (data.empty()) {
+    throw InvalidConfig("gloo collective_floats: no values; expected collective.bytes / 4");
+  }
+  impl_->group(group).run(ordinal, collective, data);
+}
+
 void GlooWorld::send(std::int32_t peer, std::int64_t bytes, std::int32_t tag) {
   if (bytes <= 0) return;
   impl_->check_peer(peer, "send");

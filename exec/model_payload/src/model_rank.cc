@@ -2,6 +2,7 @@
 
 #include "metron/exec/model_rank.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -42,6 +43,17 @@ struct HeldStage {
   std::vector<float> exp_avg_sq;
 };
 
+/// One bucket of the rank's data-parallel sync as the payload packs it (Note [model rank]).
+struct SyncBucket {
+  std::int32_t stage = -1;  ///< the stage whose tensors it holds
+  std::int64_t length = 0;  ///< elements of its collectives' buffer (bytes / 4)
+  /// By buffer element: the index into the stage's flat parameters and gradients; -1: padding.
+  std::vector<std::int64_t> positions;
+  std::int64_t shard_begin = 0;  ///< the rank's chunk, set by a reduce-scatter
+  std::int64_t shard_end = 0;
+  [[nodiscard]] bool sharded() const { return shard_end > shard_begin; }
+};
+
 /// What a stage hands on: (stage, microbatch, what) → values (Note [model rank]).
 using MailKey = std::tuple<std::int32_t, std::int32_t, ir::P2PKind>;
 
@@ -57,7 +69,10 @@ struct ModelRank::Impl {
   std::vector<StageSlice> slices;
   std::map<std::int32_t, std::int32_t> stage_rank;  // the replica's rank running each stage
   std::map<std::int32_t, std::unique_ptr<HeldStage>> stages;
-  std::int32_t optimizer_tasks = 0;  // per step, on this rank
+  std::map<std::int32_t, std::int32_t> chunk_stage;  // this rank's chunks
+  std::int32_t optimizer_tasks = 0;                  // per step, on this rank
+  ModelSync sync;
+  std::map<std::int32_t, SyncBucket> buckets;  // by bucket id (ir::Task::bucket)
   ModelTransport transport;
 
   std::mutex mutex;  // everything below
@@ -70,8 +85,8 @@ struct ModelRank::Impl {
 
   /// `build`: false checks the rank's tasks without building its stages.
   Impl(const ir::Graph& g, ir::RankId r, std::int32_t pipeline_ranks, const TrainingSetup& s,
-       std::vector<StageSlice> stage_slices, bool build)
-      : graph(g), rank(r), setup(s), slices(std::move(stage_slices)) {
+       std::vector<StageSlice> stage_slices, ModelSync sync_plan, bool build)
+      : graph(g), rank(r), setup(s), slices(std::move(stage_slices)), sync(std::move(sync_plan)) {
     validate(setup);
     if (pipeline_ranks < 1 || g.num_ranks() % pipeline_ranks != 0) {
       throw InvalidConfig("model payload: " + std::to_string(g.num_ranks()) +
@@ -96,6 +111,7 @@ struct ModelRank::Impl {
       stages.emplace(
           stage, std::make_unique<HeldStage>(setup.model, slices[static_cast<std::size_t>(stage)]));
     }
+    if (build) lay_out_buckets(pipeline_ranks);
     losses.assign(static_cast<std::size_t>(setup.steps),
                   std::vector<float>(static_cast<std::size_t>(setup.microbatches), kNoLoss));
   }
@@ -121,14 +137,23 @@ struct ModelRank::Impl {
                             " stages (DualPipe's second direction is not run yet)");
       }
       if (my_replica) stage_rank[task.stage.value()] = task.rank.value();
+      if (mine && task.chunk.valid()) chunk_stage[task.chunk.value()] = task.stage.value();
+      const StageSlice& slice = slices[static_cast<std::size_t>(task.stage.value())];
+      const ir::LayerRange whole{static_cast<std::int32_t>(slice.first_layer),
+                                 static_cast<std::int32_t>(slice.first_layer + slice.layers)};
+      if (mine && c->phase == ir::Phase::kForward && !task.layers.empty() && task.layers != whole) {
+        throw InvalidConfig("model payload: " + task_name(task) + " runs layers " +
+                            std::to_string(task.layers.first) + "-" +
+                            std::to_string(task.layers.last - 1) +
+                            " of its stage only: a forward cut at bucket boundaries (parameter "
+                            "gathers in its pre-hooks) is not run yet");
+      }
       return;
     }
     if (!mine) return;
-    if (std::holds_alternative<ir::Collective>(task.op)) {
-      throw InvalidConfig(
-          "model payload: " + task_name(task) + " (" + task.label +
-          ") is a collective; the model payload runs pipelines without collectives so far "
-          "(data parallelism and tensor parallelism are not built yet): expected dp 1 and tp 1");
+    if (const auto* c = std::get_if<ir::Collective>(&task.op)) {
+      index_collective(task, *c, pipeline_ranks);
+      return;
     }
     const auto floats = setup.model.microbatch_size * setup.model.seq_len * setup.model.hidden;
     std::int64_t bytes = -1;
@@ -138,6 +163,138 @@ struct ModelRank::Impl {
       throw InvalidConfig("model payload: " + task_name(task) + " moves " + std::to_string(bytes) +
                           " bytes; the stage boundary holds " + std::to_string(floats) +
                           " fp32 values: expected a graph built for a model of dtype fp32");
+    }
+  }
+
+  [[noreturn]] static void refuse(const ir::Task& task, const std::string& why) {
+    throw InvalidConfig("model payload: " + task_name(task) + " (" + task.label + ") " + why);
+  }
+
+  /// Checks a collective of this rank against the bucket plan (Note [model rank]).
+  void index_collective(const ir::Task& task, const ir::Collective& c,
+                        std::int32_t pipeline_ranks) {
+    if (!task.bucket.valid()) {
+      refuse(task,
+             "is a collective inside the layers (tensor, context or expert parallelism); "
+             "the model payload runs data-parallel buckets only so far: expected tp 1");
+    }
+    if (c.op != ir::CollectiveOp::kAllReduce && c.op != ir::CollectiveOp::kReduceScatter &&
+        c.op != ir::CollectiveOp::kAllGather) {
+      refuse(task, "is a " + std::string(ir::to_string(c.op)) +
+                       "; the model payload syncs buckets by all-reduce, reduce-scatter and "
+                       "all-gather (ddp, megatron-ddp, megatron-distopt) so far");
+    }
+    if (c.dtype != ir::DType::kFp32 || c.count != 1 || c.bytes % 4 != 0) {
+      refuse(task, "carries " + std::string(ir::to_string(c.dtype)) + " in " +
+                       std::to_string(c.count) +
+                       " calls; the model payload reduces its fp32 gradients as they are, in "
+                       "one call (no compression hook, one optimizer instance)");
+    }
+    const auto& planned = sync.buckets;
+    const auto pipeline_rank = static_cast<std::size_t>(rank.value() % pipeline_ranks);
+    const sync::PlannedBucket* bucket = nullptr;
+    if (pipeline_rank < planned.size()) {
+      for (const sync::PlannedBucket& b : planned[pipeline_rank]) {
+        if (b.id == task.bucket.value()) bucket = &b;
+      }
+    }
+    if (bucket == nullptr) {
+      refuse(task, "names bucket " + std::to_string(task.bucket.value()) +
+                       ", which the sync policy's bucket plan does not have for this rank");
+    }
+    const std::int64_t length = c.bytes / 4;
+    const auto& group = graph.data().groups[c.group.index()].ranks;
+    const auto members = std::ssize(group);
+    if (length < bucket->bucket.numel || length % members != 0) {
+      refuse(task, "moves " + std::to_string(length) + " values for a bucket of " +
+                       std::to_string(bucket->bucket.numel) + " over " + std::to_string(members) +
+                       " ranks; expected at least the bucket, in equal chunks");
+    }
+    SyncBucket& b = buckets[task.bucket.value()];
+    if (b.length != 0 && b.length != length) {
+      refuse(task, "moves " + std::to_string(length) +
+                       " values; another collective of its "
+                       "bucket moves " +
+                       std::to_string(b.length));
+    }
+    b.length = length;
+    if (c.op == ir::CollectiveOp::kReduceScatter) {
+      const auto me = std::find(group.begin(), group.end(), rank) - group.begin();
+      b.shard_begin = me * (length / members);
+      b.shard_end = b.shard_begin + length / members;
+    }
+  }
+
+  /// Where each bucket's elements live in its stage (Note [model rank]).
+  void lay_out_buckets(std::int32_t pipeline_ranks) {
+    if (buckets.empty()) return;
+    const auto pipeline_rank = static_cast<std::size_t>(rank.value() % pipeline_ranks);
+    for (const sync::PlannedBucket& planned : sync.buckets[pipeline_rank]) {
+      const auto found = buckets.find(planned.id);
+      if (found == buckets.end()) continue;  // no collective carries it on this rank
+      SyncBucket& b = found->second;
+      const sync::ChunkParams& chunk =
+          sync.input.params[pipeline_rank][static_cast<std::size_t>(planned.chunk)];
+      const auto held_stage = stages.find(chunk.stage);
+      if (held_stage == stages.end()) {
+        throw InvalidConfig("model payload: bucket " + std::to_string(planned.id) +
+                            " holds stage " + std::to_string(chunk.stage) + ", which rank " +
+                            std::to_string(rank.value()) + " does not hold");
+      }
+      b.stage = chunk.stage;
+      std::map<std::string, const ParameterSlot*> slots;
+      for (const ParameterSlot& slot : held_stage->second->stage.parameter_layout()) {
+        slots[slot.name] = &slot;
+      }
+      for (const std::int32_t index : planned.bucket.tensors) {
+        const sync::ParamTensor& tensor = chunk.tensors[static_cast<std::size_t>(index)];
+        const auto slot = slots.find(tensor.name);
+        if (slot == slots.end() || slot->second->numel != tensor.numel) {
+          throw InvalidConfig("model payload: bucket " + std::to_string(planned.id) + " holds " +
+                              tensor.name + " of " + std::to_string(tensor.numel) +
+                              " elements, which stage " + std::to_string(chunk.stage) +
+                              " does not hold so");
+        }
+        for (std::int64_t e = 0; e < tensor.numel; ++e) {
+          b.positions.push_back(slot->second->offset + e);
+        }
+      }
+      b.positions.resize(static_cast<std::size_t>(b.length), -1);
+    }
+  }
+
+  /// A bucket's collective on real gradients or parameters (Note [model rank]).
+  void collective(const Launch& launch, const ir::Collective& c) {
+    const ir::Task& task = *launch.task;
+    SyncBucket& b = buckets.at(task.bucket.value());
+    HeldStage& s = *stages.at(b.stage);
+    const bool parameters = c.op == ir::CollectiveOp::kAllGather;
+    const float scale = 1.0F / static_cast<float>(replicas);
+    std::vector<float> buffer(b.positions.size(), 0.0F);
+    {
+      const std::lock_guard lock(s.mutex);
+      const std::span<float> values =
+          parameters ? s.stage.flat_parameters() : s.stage.flat_gradients();
+      for (std::size_t i = 0; i < buffer.size(); ++i) {
+        const std::int64_t at = b.positions[i];
+        if (at < 0) continue;
+        const float v = values[static_cast<std::size_t>(at)];
+        buffer[i] = parameters ? v : v * scale;
+      }
+    }
+    transport.collective(c.group.value(), launch.ordinal, c, buffer);
+    std::size_t first = 0;
+    std::size_t last = buffer.size();
+    if (c.op == ir::CollectiveOp::kReduceScatter) {
+      first = static_cast<std::size_t>(b.shard_begin);
+      last = static_cast<std::size_t>(b.shard_end);
+    }
+    const std::lock_guard lock(s.mutex);
+    const std::span<float> values =
+        parameters ? s.stage.flat_parameters() : s.stage.flat_gradients();
+    for (std::size_t i = first; i < last; ++i) {
+      const std::int64_t at = b.positions[i];
+      if (at >= 0) values[static_cast<std::size_t>(at)] = buffer[i];
     }
   }
 
@@ -208,7 +365,7 @@ struct ModelRank::Impl {
         }
         return;
       case ir::Phase::kOptimizer:
-        optimizer_step();
+        optimizer_step(task);
         return;
       case ir::Phase::kRecompute:
       case ir::Phase::kOther:
@@ -271,23 +428,60 @@ struct ModelRank::Impl {
         std::move(out));
   }
 
-  void optimizer_step() {
+  /// The optimizer task: every stage of the rank, or with one task per chunk (Megatron's
+  /// chained optimizer) the task's chunk's; the step ends with the rank's last one.
+  void optimizer_step(const ir::Task& task) {
     std::int64_t current = 0;
     {
       const std::lock_guard lock(mutex);
       current = step;
-      if (++optimizer_done < optimizer_tasks) return;  // the step's last optimizer task runs it
     }
     for (auto& [index, s] : stages) {
+      if (optimizer_tasks > 1 && chunk_stage[task.chunk.value()] != index) continue;
       const std::lock_guard lock(s->mutex);
-      adam_step(s->stage.flat_parameters(), s->stage.flat_gradients(), s->exp_avg, s->exp_avg_sq,
-                current + 1, setup.adam);
+      step_stage(index, *s, current + 1);
       s->stage.zero_gradients();
     }
     const std::lock_guard lock(mutex);
+    if (++optimizer_done < optimizer_tasks) return;
     optimizer_done = 0;
     ran.clear();
     ++step;
+  }
+
+  /// AdamW on the stage, or on the rank's shard of each of its reduce-scattered buckets.
+  void step_stage(std::int32_t index, HeldStage& s, std::int64_t t) {
+    std::vector<std::int64_t> shard;
+    for (const auto& [id, b] : buckets) {
+      if (b.stage != index || !b.sharded()) continue;
+      for (auto i = b.shard_begin; i < b.shard_end; ++i) {
+        if (b.positions[static_cast<std::size_t>(i)] >= 0) {
+          shard.push_back(b.positions[static_cast<std::size_t>(i)]);
+        }
+      }
+    }
+    const std::span<float> params = s.stage.flat_parameters();
+    const std::span<float> grads = s.stage.flat_gradients();
+    if (shard.empty()) {
+      adam_step(params, grads, s.exp_avg, s.exp_avg_sq, t, setup.adam);
+      return;
+    }
+    const auto gather = [&](std::span<const float> from) {
+      std::vector<float> out;
+      out.reserve(shard.size());
+      for (const std::int64_t at : shard) out.push_back(from[static_cast<std::size_t>(at)]);
+      return out;
+    };
+    std::vector<float> p = gather(params);
+    std::vector<float> m = gather(s.exp_avg);
+    std::vector<float> v = gather(s.exp_avg_sq);
+    adam_step(p, gather(grads), m, v, t, setup.adam);
+    for (std::size_t i = 0; i < shard.size(); ++i) {
+      const auto at = static_cast<std::size_t>(shard[i]);
+      params[at] = p[i];
+      s.exp_avg[at] = m[i];
+      s.exp_avg_sq[at] = v[i];
+    }
   }
 
   void send(const ir::Task& task, const ir::Send& s, std::int32_t tag) {
@@ -304,13 +498,15 @@ struct ModelRank::Impl {
 };
 
 ModelRank::ModelRank(const ir::Graph& graph, ir::RankId rank, std::int32_t pipeline_ranks,
-                     const TrainingSetup& setup, std::vector<StageSlice> slices)
-    : impl_(std::make_unique<Impl>(graph, rank, pipeline_ranks, setup, std::move(slices), true)) {}
+                     const TrainingSetup& setup, std::vector<StageSlice> slices, ModelSync sync)
+    : impl_(std::make_unique<Impl>(graph, rank, pipeline_ranks, setup, std::move(slices),
+                                   std::move(sync), true)) {}
 
 void check_model_payload(const ir::Graph& graph, std::int32_t pipeline_ranks,
-                         const TrainingSetup& setup, const std::vector<StageSlice>& slices) {
+                         const TrainingSetup& setup, const std::vector<StageSlice>& slices,
+                         const ModelSync& sync) {
   for (std::int32_t r = 0; r < graph.num_ranks(); ++r) {
-    const ModelRank::Impl checked(graph, ir::RankId{r}, pipeline_ranks, setup, slices, false);
+    const ModelRank::Impl checked(graph, ir::RankId{r}, pipeline_ranks, setup, slices, sync, false);
   }
 }
 
@@ -322,11 +518,8 @@ CpuWork ModelRank::work(ModelTransport transport) {
   return {
       .compute = [&impl](const Launch& launch,
                          const ir::Compute& c) { impl.compute(*launch.task, c); },
-      .collective =
-          [](const Launch& launch, const ir::Collective&) {
-            throw BackendError("model payload: " + task_name(*launch.task) +
-                               ": collectives are not run yet");
-          },
+      .collective = [&impl](const Launch& launch,
+                            const ir::Collective& c) { impl.collective(launch, c); },
       .send = [&impl](const Launch& launch,
                       const ir::Send& s) { impl.send(*launch.task, s, launch.tag); },
       .recv = [&impl](const Launch& launch,

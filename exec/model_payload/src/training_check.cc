@@ -15,7 +15,7 @@ namespace {
 
 constexpr double kLossRelative = 1e-5;
 constexpr double kParameterRelative = 1e-6;
-constexpr double kParameterPerStepOfLr = 1e-3;
+constexpr double kParameterPerStepOfLr = 1e-2;
 
 std::string number(double value) {
   std::ostringstream out;

@@ -22,19 +22,18 @@
 
 #include <string>
 
-#include "metron/sync/bucketing.h"
+#include "metron/sync/bucket_plan.h"
 #include "sync_passes.h"
 
 namespace metron::sync::detail {
 namespace {
 
-constexpr std::int64_t kDefaultBucketBytes = std::int64_t{25} << 20;
-
 struct ChunkPlan {
   ir::RankId rank;
   std::int32_t chunk = 0;
   std::vector<Bucket> buckets;
-  std::size_t request = 0;  // index into the split requests
+  std::int32_t first_id = 0;  // the bucket tag of buckets[0] (policy_buckets)
+  std::size_t request = 0;    // index into the split requests
 };
 
 std::string layer_text(const Bucket& b) {
@@ -45,7 +44,6 @@ std::string layer_text(const Bucket& b) {
 
 void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
   const SyncInput& in = ctx.input();
-  const bool rebuilt = options.iteration == Iteration::kSteady;
   const std::int32_t last_mb = ctx.num_microbatches() - 1;
   std::int64_t bytes_per_element = in.grad_bytes;
   ir::DType dtype = SyncContext::dtype_of(in.grad_bytes);
@@ -54,6 +52,7 @@ void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
     dtype = options.comm_hook == CommHook::kFp16Compress ? ir::DType::kFp16 : ir::DType::kBf16;
   }
 
+  const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(in, options);
   std::vector<ChunkPlan> plans;
   std::vector<lowering::SplitRequest> requests;
   for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {
@@ -65,9 +64,10 @@ void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
         continue;  // forward only
       }
       ChunkPlan plan{.rank = rank, .chunk = c, .request = requests.size()};
-      plan.buckets = ddp_buckets(ctx.params(rank)[static_cast<std::size_t>(c)].tensors,
-                                 in.grad_bytes, options.first_bucket_bytes,
-                                 options.bucket_size.value_or(kDefaultBucketBytes), rebuilt);
+      ChunkBuckets buckets =
+          chunk_buckets(planned[static_cast<std::size_t>(ctx.pipeline_rank(rank))], c);
+      plan.buckets = std::move(buckets.buckets);
+      plan.first_id = buckets.first_id;
       lowering::SplitRequest request{.task = tasks.gradient[static_cast<std::size_t>(last_mb)]};
       for (const Bucket& b : plan.buckets) request.cuts.push_back(b.lowest_layer);
       requests.push_back(std::move(request));
@@ -76,13 +76,12 @@ void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
   }
   const std::vector<std::vector<ir::TaskId>> pieces = ctx.split(requests);
 
-  std::vector<std::int32_t> next_bucket(static_cast<std::size_t>(ctx.num_ranks()), 0);
   for (const ChunkPlan& plan : plans) {
+    std::int32_t id = plan.first_id;
     const std::vector<ir::TaskId>& chunk_pieces = pieces[plan.request];
     const ir::TaskId step = ctx.optimizer_step(plan.rank);
     for (const Bucket& b : plan.buckets) {
       const ir::TaskId hook = ctx.piece_with_layer(chunk_pieces, b.lowest_layer);
-      std::int32_t& id = next_bucket[plan.rank.index()];
       const ir::TaskId reduce = ctx.collective(
           plan.rank, {.kind = lowering::GroupKind::kData,
                       .op = ir::CollectiveOp::kAllReduce,

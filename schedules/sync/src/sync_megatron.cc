@@ -45,7 +45,7 @@
 #include <variant>
 
 #include "metron/base/error.h"
-#include "metron/sync/bucketing.h"
+#include "metron/sync/bucket_plan.h"
 #include "sync_passes.h"
 
 namespace metron::sync::detail {
@@ -93,11 +93,6 @@ class MegatronPass {
   }
 
  private:
-  std::optional<std::int64_t> bucket_params(ir::RankId rank, std::int32_t chunk) const {
-    if (!overlap_ || ctx_.pipeline_rank(rank) > 0 || chunk > 0 || with_step_) return std::nullopt;
-    return o_.bucket_size.value_or(megatron_default_bucket_params(ctx_.input().data_parallel));
-  }
-
   /// Where the rank's gradient sync is launched (Note [megatron sync]).
   enum class GradLaunch { kAfterSchedule, kHooks, kScheduleSyncPoints };
   GradLaunch grad_launch(ir::RankId rank) const {
@@ -109,14 +104,14 @@ class MegatronPass {
   bool chain() const { return distopt_ && o_.overlap_param_gather && !warmup_; }
 
   void plan() {
+    const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(ctx_.input(), o_);
     for (std::int32_t r = 0; r < ctx_.num_ranks(); ++r) {
       const ir::RankId rank{r};
-      std::int32_t next_id = 0;
       for (std::int32_t c = 0; c < ctx_.num_chunks(rank); ++c) {
-        ChunkPlan p{.rank = rank, .chunk = c, .first_bucket_id = next_id};
-        p.buckets = megatron_buckets(ctx_.params(rank)[static_cast<std::size_t>(c)].tensors,
-                                     bucket_params(rank, c), shard_, distopt_);
-        next_id += static_cast<std::int32_t>(p.buckets.size());
+        ChunkBuckets buckets =
+            chunk_buckets(planned[static_cast<std::size_t>(ctx_.pipeline_rank(rank))], c);
+        ChunkPlan p{.rank = rank, .chunk = c, .first_bucket_id = buckets.first_id};
+        p.buckets = std::move(buckets.buckets);
         const ChunkTasks& t = ctx_.chunk_tasks(rank, c);
         std::vector<std::int32_t> cuts;
         for (const Bucket& b : p.buckets) cuts.push_back(b.lowest_layer);

@@ -26,6 +26,7 @@ struct ModelPayload {
   TrainingSetup setup;
   std::vector<StageSlice> slices;   ///< by model stage (ir::Task::stage)
   std::int32_t pipeline_ranks = 1;  ///< ranks of one data-parallel replica
+  ModelSync sync;                   ///< the data-parallel buckets (empty without dp)
 };
 
 /// What rank 0 of a model-payload run returns: the measured step, and every rank's record of

@@ -40,6 +40,7 @@
 #include "metron/scenario/scenario.h"
 #include "metron/sim/comm_bytes.h"
 #include "metron/sim/simulator.h"
+#include "metron/sync/sync_policy.h"
 
 namespace metron::scenario {
 
@@ -72,6 +73,10 @@ struct Step {
   /// Whether sends and receives are charged as transfers inside one node (models::
   /// ParallelGroups::pp_neighbours_share_node), as a profile's p2p entries are looked up.
   bool p2p_same_node = false;
+  /// What the sync-policy pass was given (its chunks' parameter tensors, by pipeline rank):
+  /// sync::policy_buckets of it names the buckets the graph's collectives carry. Empty params
+  /// when the step has no data-parallel sync.
+  sync::SyncInput sync_input;
   /// What sim::SimOptions::compute_slowdown_during_comm takes for this step (step 5).
   double compute_slowdown_during_comm = 0;
   /// What sim::SimOptions::comm_slowdown_during_compute takes for this step (step 5).

@@ -85,6 +85,15 @@ class GlooWorld final : public RankStore {
   void send(std::int32_t peer, std::int64_t bytes, std::int32_t tag);
   void recv(std::int32_t peer, std::int64_t bytes, std::int32_t tag);
 
+  /// A collective over real values (the model payload, issue 21), otherwise as collective():
+  /// `data` holds the whole buffer in fp32 (collective.bytes / 4 values, one call): all-reduce,
+  /// reduce and broadcast work on it in place; all-gather sends this member's chunk of it (at its
+  /// index in the group) and fills the rest; reduce-scatter reduces all of it and writes the
+  /// reduced chunk back to this member's chunk (the rest keeps what it held). Throws
+  /// InvalidConfig for another dtype, count > 1, all-to-all or a length that does not match.
+  void collective_floats(std::int32_t group, std::int64_t ordinal, const ir::Collective& collective,
+                         std::span<float> data);
+
   /// Point-to-point of real values (the model payload, issue 21): `data` is sent as it is, or
   /// received into `data`, which must have the sender's length. Otherwise as send/recv.
   void send_floats(std::int32_t peer, std::span<const float> data, std::int32_t tag);

@@ -23,10 +23,21 @@
 //     stage's backward is one piece of work here, so the first piece of a (stage, microbatch,
 //     phase) runs all of it and the later pieces nothing: every gradient a bucket's collective
 //     reads after its piece exists by then, as it does in the real system.
-//   - Not run yet, and refused by name at construction: collectives (data-parallel sync and
-//     tensor parallelism: the graph's collectives do not yet say which tensor they carry, and
-//     GlooWorld moves real values for transfers only), DualPipe's F&B units and its second
-//     direction.
+//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt): a collective's bucket tag and
+//     chunk name one of sync::policy_buckets' buckets, the same function the graph's pass took
+//     them from. Its members' gradients are packed one after another into a flat fp32 buffer of
+//     the collective's size (what is left is padding, zeros), each divided by dp first (DDP's
+//     default hook and Megatron's gradient scaling both average that way), reduced, and
+//     unpacked: all of it after an all-reduce, the rank's chunk after a reduce-scatter. The
+//     layout inside a bucket is the payload's (Megatron aligns each tensor to 64 elements);
+//     sums and shards are the same whatever the order, as long as every replica packs alike.
+//   - A rank with reduce-scattered buckets steps only its shard of each (AdamW's state kept
+//     for those elements), and the all-gather after the step hands every replica the updated
+//     values (Megatron's distributed optimizer); otherwise the whole stage steps.
+//   - Not run yet, and refused by name at construction: other policies' collectives, tensor-
+//     parallel ones (the graph's intra-layer collectives do not say which tensor they carry),
+//     a forward cut into pieces (gathers in the forward's pre-hooks), DualPipe's F&B units and
+//     its second direction.
 
 #include <cstdint>
 #include <functional>
@@ -39,6 +50,7 @@
 #include "metron/exec/gpt_stage.h"
 #include "metron/exec/training_check.h"
 #include "metron/ir/graph.h"
+#include "metron/sync/bucket_plan.h"
 
 namespace metron::exec {
 
@@ -47,6 +59,17 @@ namespace metron::exec {
 struct ModelTransport {
   std::function<void(std::int32_t peer, std::span<const float> data, std::int32_t tag)> send;
   std::function<void(std::int32_t peer, std::span<float> data, std::int32_t tag)> recv;
+  /// GlooWorld::collective_floats: (group, ordinal, collective, the whole buffer).
+  std::function<void(std::int32_t group, std::int64_t ordinal, const ir::Collective& collective,
+                     std::span<float> data)>
+      collective;
+};
+
+/// What the sync-policy pass built the graph's data-parallel collectives from (Step::
+/// sync_input) and its bucket plan (sync::policy_buckets of it); empty without data parallelism.
+struct ModelSync {
+  sync::SyncInput input;
+  std::vector<std::vector<sync::PlannedBucket>> buckets;  ///< by pipeline rank
 };
 
 /// What one rank trained: the losses of the microbatches its last stages ran (NaN elsewhere)
@@ -63,7 +86,7 @@ class ModelRank {
   /// what the payload cannot run: a task of a stage `slices` lacks, a collective, DualPipe's
   /// units, a setup whose microbatches are not the graph's dp·M.
   ModelRank(const ir::Graph& graph, ir::RankId rank, std::int32_t pipeline_ranks,
-            const TrainingSetup& setup, std::vector<StageSlice> slices);
+            const TrainingSetup& setup, std::vector<StageSlice> slices, ModelSync sync = {});
   ~ModelRank();
   ModelRank(const ModelRank&) = delete;
   ModelRank& operator=(const ModelRank&) = delete;
@@ -78,7 +101,7 @@ class ModelRank {
 
  private:
   friend void check_model_payload(const ir::Graph&, std::int32_t, const TrainingSetup&,
-                                  const std::vector<StageSlice>&);
+                                  const std::vector<StageSlice>&, const ModelSync&);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
@@ -86,7 +109,8 @@ class ModelRank {
 /// What ModelRank's constructor checks, for every rank of `graph`, without building a stage:
 /// a run is refused before any process starts. Throws InvalidConfig as the constructor does.
 void check_model_payload(const ir::Graph& graph, std::int32_t pipeline_ranks,
-                         const TrainingSetup& setup, const std::vector<StageSlice>& slices);
+                         const TrainingSetup& setup, const std::vector<StageSlice>& slices,
+                         const ModelSync& sync = {});
 
 /// M: the microbatches each replica of `graph` runs per step (the highest microbatch tag + 1).
 std::int64_t replica_microbatches(const ir::Graph& graph);

@@ -237,6 +237,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Config{.schedule = "zb-h2"}, Config{.schedule = "zb-v", .vp = 2},
                       Config{.schedule = "1f1b", .pp = 4},
                       Config{.schedule = "1f1b", .dp = 2, .sync = "ddp"},
+                      // Backwards from the highest microbatch down: DDP reduces after the last
+                      // one run (a sync pass that reduced after microbatch 3 failed this).
+                      Config{.schedule = "looped-bfs", .vp = 2, .dp = 2, .sync = "ddp"},
                       Config{.schedule = "zb-h1", .dp = 2, .sync = "megatron-distopt"},
                       Config{.schedule = "interleaved-1f1b",
                              .vp = 2,

@@ -115,6 +115,30 @@ TEST(DdpSync, EachBucketIsReducedRightAfterThePieceProducingItsLowestLayer) {
   }
 }
 
+// The backward outside no_sync is the last one the stage runs (PyTorch's pipelining counts the
+// backwards a stage has seen), not the highest microbatch. Looped BFS on pp 1 with 2 chunks of 2
+// layers runs, per chunk, every forward, then the backwards from microbatch 1 down to 0
+// (`metron schedule --schedule looped-bfs --pp 1 --vp 2 -m 2`: 0F0 0F1 1F0 1F1 1B1 1B0 0B1 0B0):
+// each chunk reduces after its microbatch 0, cut at its buckets' lowest layers; microbatch 1's
+// backwards stay whole. (Reducing after microbatch 1 would sum replicas' gradients before
+// microbatch 0's were added: found by the model payload's check, issue 21.)
+TEST(DdpSync, ReducesAfterTheLastBackwardTheScheduleRunsNotTheHighestMicrobatch) {
+  const ir::Graph g =
+      lower_with({.schedule = "looped-bfs", .vp = 2, .microbatches = 2},
+                 {.policy = SyncPolicy::kDdp, .bucket_size = 200, .first_bucket_bytes = 100});
+  const RankId r{0};
+  for (std::int32_t chunk = 0; chunk < 2; ++chunk) {
+    EXPECT_EQ(compute_tasks(g, r, Phase::kBackward, 1, chunk).size(), 1U) << chunk;
+    const std::vector<TaskId> pieces = compute_tasks(g, r, Phase::kBackward, 0, chunk);
+    EXPECT_EQ(pieces.size(), 2U) << chunk;  // one piece per layer: buckets of one layer each
+    for (const auto& c : issued_collectives(g, r)) {
+      if (g.task(c.id).chunk.value() != chunk) continue;
+      EXPECT_EQ(g.task(c.id).microbatch.value(), 0);
+      EXPECT_THAT(pieces, Contains(g.task(c.id).deps.front()));
+    }
+  }
+}
+
 // Limits [20, 20]: every tensor reaches the limit alone, so each is its own bucket, in the ready
 // order: bucket 2j = L(3-j).b (20 bytes), bucket 2j+1 = L(3-j).a (200 bytes). Buckets 2j and 2j+1
 // share the lowest layer 3-j, hence the hook point: piece [3-j, 4-j). §2.3.4: launch is strictly in

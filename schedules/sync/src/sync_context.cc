@@ -116,6 +116,22 @@ std::vector<ir::TaskId> SyncContext::compute_order(ir::RankId rank) const {
   return out;
 }
 
+std::int32_t SyncContext::last_gradient_microbatch(ir::RankId rank, std::int32_t chunk) const {
+  const std::vector<ir::TaskId>& gradient = chunk_tasks(rank, chunk).gradient;
+  std::int32_t last = -1;
+  std::size_t last_position = 0;
+  const std::vector<ir::TaskId> order = compute_order(rank);
+  for (std::size_t position = 0; position < order.size(); ++position) {
+    for (std::size_t mb = 0; mb < gradient.size(); ++mb) {
+      if (gradient[mb] == order[position] && (last < 0 || position >= last_position)) {
+        last = static_cast<std::int32_t>(mb);
+        last_position = position;
+      }
+    }
+  }
+  return last;
+}
+
 std::vector<std::vector<ir::TaskId>> SyncContext::split(
     const std::vector<lowering::SplitRequest>& requests) {
   auto pieces = lowering::split_compute(builder_, requests);

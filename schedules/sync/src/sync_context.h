@@ -76,6 +76,12 @@ class SyncContext {
   [[nodiscard]] ir::TaskId optimizer_step(ir::RankId rank) const;
   /// The rank's compute tasks in issue order (after split()).
   [[nodiscard]] std::vector<ir::TaskId> compute_order(ir::RankId rank) const;
+  /// The microbatch of the chunk's gradient task the rank issues last, or -1 without any: where
+  /// a system that skips the sync on all but the last backward (DDP's no_sync, Megatron's
+  /// grad-sync switch, fairscale's) reduces. That is the last backward executed, not the
+  /// highest microbatch: PyTorch's pipelining counts the backwards a stage has run, and a
+  /// looped-BFS schedule runs them from the highest microbatch down.
+  [[nodiscard]] std::int32_t last_gradient_microbatch(ir::RankId rank, std::int32_t chunk) const;
 
   /// Splits compute tasks (compute_split.h); call before placing anything.
   std::vector<std::vector<ir::TaskId>> split(const std::vector<lowering::SplitRequest>& requests);

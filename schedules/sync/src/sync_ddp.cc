@@ -33,6 +33,7 @@ struct ChunkPlan {
   std::int32_t chunk = 0;
   std::vector<Bucket> buckets;
   std::int32_t first_id = 0;  // the bucket tag of buckets[0] (policy_buckets)
+  std::int32_t last_mb = 0;   // the backward outside no_sync (last_gradient_microbatch)
   std::size_t request = 0;    // index into the split requests
 };
 
@@ -44,7 +45,6 @@ std::string layer_text(const Bucket& b) {
 
 void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
   const SyncInput& in = ctx.input();
-  const std::int32_t last_mb = ctx.num_microbatches() - 1;
   std::int64_t bytes_per_element = in.grad_bytes;
   ir::DType dtype = SyncContext::dtype_of(in.grad_bytes);
   if (options.comm_hook != CommHook::kNone && in.grad_bytes == 4) {
@@ -59,11 +59,9 @@ void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
     const ir::RankId rank{r};
     for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {
       const ChunkTasks& tasks = ctx.chunk_tasks(rank, c);
-      if (last_mb < 0 || tasks.gradient.size() <= static_cast<std::size_t>(last_mb) ||
-          !tasks.gradient[static_cast<std::size_t>(last_mb)].valid()) {
-        continue;  // forward only
-      }
-      ChunkPlan plan{.rank = rank, .chunk = c, .request = requests.size()};
+      const std::int32_t last_mb = ctx.last_gradient_microbatch(rank, c);
+      if (last_mb < 0) continue;  // forward only
+      ChunkPlan plan{.rank = rank, .chunk = c, .last_mb = last_mb, .request = requests.size()};
       ChunkBuckets buckets =
           chunk_buckets(planned[static_cast<std::size_t>(ctx.pipeline_rank(rank))], c);
       plan.buckets = std::move(buckets.buckets);
@@ -89,9 +87,9 @@ void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
                       .dtype = dtype,
                       .bucket = id,
                       .chunk = plan.chunk,
-                      .microbatch = last_mb,
+                      .microbatch = plan.last_mb,
                       .label = "ddp AR bucket " + std::to_string(id) + " (" + layer_text(b) +
-                               ") after backward mb " + std::to_string(last_mb),
+                               ") after backward mb " + std::to_string(plan.last_mb),
                       .deps = {hook}});
       ++id;
       ctx.issue_after(hook, reduce);

@@ -44,6 +44,7 @@ struct ChunkPlan {
   ShardedDdpPlan plan;
   std::vector<std::int32_t> owners;  // per tensor of the chunk
   std::size_t request = 0;           // index into the split requests
+  std::int32_t last_mb = 0;          // the backward that reduces (last_gradient_microbatch)
 };
 
 struct RankPlan {
@@ -72,7 +73,6 @@ std::vector<std::int32_t> gradient_ready_order(const std::vector<ParamTensor>& t
 RankPlan plan_rank(SyncContext& ctx, ir::RankId rank, const SyncOptions& options,
                    std::vector<lowering::SplitRequest>& requests) {
   const std::int32_t world = ctx.input().data_parallel;
-  const std::int32_t last_mb = ctx.num_microbatches() - 1;
   RankPlan out{.rank = rank,
                .owner_numel = std::vector<std::int64_t>(static_cast<std::size_t>(world), 0)};
   std::vector<ParamTensor> all;
@@ -93,10 +93,9 @@ RankPlan plan_rank(SyncContext& ctx, ir::RankId rank, const SyncOptions& options
                    owners.begin() + static_cast<std::ptrdiff_t>(offset + tensors.size())}};
     offset += tensors.size();
     const ChunkTasks& tasks = ctx.chunk_tasks(rank, c);
-    if (last_mb < 0 || tasks.gradient.size() <= static_cast<std::size_t>(last_mb) ||
-        !tasks.gradient[static_cast<std::size_t>(last_mb)].valid() || tensors.empty()) {
-      continue;  // forward only, or nothing to reduce
-    }
+    const std::int32_t last_mb = ctx.last_gradient_microbatch(rank, c);
+    if (last_mb < 0 || tensors.empty()) continue;  // forward only, or nothing to reduce
+    chunk.last_mb = last_mb;
     const std::int64_t capacity =
         world == 1 ? 0
                    : std::min(options.bucket_size.value_or(kDefaultReduceBufferElements),
@@ -157,7 +156,7 @@ void RankPass::startup_broadcasts() {
 
 TaskId RankPass::reduce(const ChunkPlan& chunk, TaskId piece, std::int64_t numel,
                         std::int32_t owner, const std::string& what) {
-  const std::int32_t mb = ctx_.num_microbatches() - 1;
+  const std::int32_t mb = chunk.last_mb;
   const TaskId r = ctx_.collective(
       plan_.rank, {.kind = lowering::GroupKind::kData,
                    .op = ir::CollectiveOp::kReduce,

@@ -58,6 +58,7 @@ struct ChunkPlan {
   std::int32_t first_bucket_id = 0;  // bucket tags: unique per rank
   std::ptrdiff_t grad_request = -1;  // split request of the last gradient task (hooks)
   std::ptrdiff_t fwd_request = -1;   // split request of the first forward (chain, align)
+  std::int32_t last_mb = -1;         // the backward whose hooks reduce (last_gradient_microbatch)
 };
 
 std::string layer_text(const Bucket& b) {
@@ -78,7 +79,6 @@ class MegatronPass {
     align_grad_ = in.interleaved && o.align_grad_reduce;
     align_param_ = in.interleaved && o.align_param_gather.value_or(true);
     with_step_ = o.overlap_param_gather_with_optimizer_step;
-    last_mb_ = ctx.num_microbatches() - 1;
   }
 
   void run() {
@@ -115,9 +115,10 @@ class MegatronPass {
         const ChunkTasks& t = ctx_.chunk_tasks(rank, c);
         std::vector<std::int32_t> cuts;
         for (const Bucket& b : p.buckets) cuts.push_back(b.lowest_layer);
-        if (grad_launch(rank) == GradLaunch::kHooks && at(t.gradient, last_mb_).valid()) {
+        p.last_mb = ctx_.last_gradient_microbatch(rank, c);
+        if (grad_launch(rank) == GradLaunch::kHooks && at(t.gradient, p.last_mb).valid()) {
           p.grad_request = static_cast<std::ptrdiff_t>(requests_.size());
-          requests_.push_back({.task = at(t.gradient, last_mb_), .cuts = cuts});
+          requests_.push_back({.task = at(t.gradient, p.last_mb), .cuts = cuts});
         }
         if (chain() && at(t.forward, 0).valid()) {
           p.fwd_request = static_cast<std::ptrdiff_t>(requests_.size());
@@ -214,7 +215,7 @@ class MegatronPass {
                                                .dtype = SyncContext::dtype_of(grad_bytes_),
                                                .bucket = id,
                                                .chunk = p.chunk,
-                                               .microbatch = last_mb_,
+                                               .microbatch = p.last_mb,
                                                .label = name,
                                                .deps = {anchor},
                                                .intra_size = shard_,
@@ -237,7 +238,7 @@ class MegatronPass {
            .dtype = SyncContext::dtype_of(grad_bytes_),
            .bucket = id,
            .chunk = p.chunk,
-           .microbatch = last_mb_,
+           .microbatch = p.last_mb,
            .label = "AR shard of bucket " + std::to_string(id) + " across instances",
            .deps = {last},
            .intra_size = shard_,
@@ -276,7 +277,6 @@ class MegatronPass {
     const std::vector<const ChunkPlan*> plans = plans_of(rank);
     const std::vector<ir::TaskId> grads = gradient_order(rank);
     if (grads.empty()) return;  // forward only
-    const std::string mb = "mb " + std::to_string(last_mb_);
     const GradLaunch launch = grad_launch(rank);
     if (launch == GradLaunch::kAfterSchedule) {
       // finish_grad_sync (or 1F1B's grad_sync_func after the cooldown): once the schedule has
@@ -292,13 +292,13 @@ class MegatronPass {
     }
     for (const ChunkPlan* p : plans) {
       const ChunkTasks& t = ctx_.chunk_tasks(rank, p->chunk);
-      const ir::TaskId last_grad = at(t.gradient, last_mb_);
+      const ir::TaskId last_grad = at(t.gradient, p->last_mb);
       if (!last_grad.valid()) continue;
       if (p->grad_request >= 0) {
         const auto& pieces = pieces_[static_cast<std::size_t>(p->grad_request)];
         for (std::size_t i = 0; i < p->buckets.size(); ++i) {
           reduce_bucket(*p, i, ctx_.piece_with_layer(pieces, p->buckets[i].lowest_layer),
-                        "by hook in backward " + mb);
+                        "by hook in backward mb " + std::to_string(p->last_mb));
         }
         continue;
       }
@@ -460,7 +460,6 @@ class MegatronPass {
   std::int32_t instances_ = 1;
   std::int32_t shard_ = 1;
   std::int64_t grad_bytes_ = 2;
-  std::int32_t last_mb_ = 0;
   std::vector<ChunkPlan> plans_;
   std::vector<lowering::SplitRequest> requests_;
   std::vector<std::vector<ir::TaskId>> pieces_;

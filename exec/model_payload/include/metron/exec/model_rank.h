@@ -48,6 +48,7 @@
 
 #include "metron/exec/cpu_backend.h"
 #include "metron/exec/gpt_stage.h"
+#include "metron/exec/rank_record.h"
 #include "metron/exec/training_check.h"
 #include "metron/ir/graph.h"
 #include "metron/sync/bucket_plan.h"
@@ -70,13 +71,6 @@ struct ModelTransport {
 struct ModelSync {
   sync::SyncInput input;
   std::vector<std::vector<sync::PlannedBucket>> buckets;  ///< by pipeline rank
-};
-
-/// What one rank trained: the losses of the microbatches its last stages ran (NaN elsewhere)
-/// and its stages' parameters after the last step.
-struct RankRecord {
-  std::int32_t replica = 0;
-  TrainingRecord record;
 };
 
 class ModelRank {
@@ -114,15 +108,5 @@ void check_model_payload(const ir::Graph& graph, std::int32_t pipeline_ranks,
 
 /// M: the microbatches each replica of `graph` runs per step (the highest microbatch tag + 1).
 std::int64_t replica_microbatches(const ir::Graph& graph);
-
-/// Replica `replica`'s run, from every rank's record: the losses of all ranks together (each
-/// microbatch's loss comes from the replica that ran it) and the parameters of that replica's
-/// ranks. Throws InvalidConfig where records disagree in shape or a parameter comes twice.
-TrainingRecord replica_record(const std::vector<RankRecord>& ranks, std::int32_t replica);
-
-/// A RankRecord as bytes and back, for gathering records through a rank store.
-std::string encode_record(const RankRecord& record);
-/// Throws InvalidConfig for bytes that encode_record did not write.
-RankRecord decode_record(std::string_view bytes);
 
 }  // namespace metron::exec

@@ -42,6 +42,7 @@ void put_pod(std::string& out, T value) {
 
 void put_floats(std::string& out, const std::vector<float>& values) {
   put_pod<std::int64_t>(out, std::ssize(values));
+  if (values.empty()) return;  // data() may be null, which append and memcpy must not get
   out.append(reinterpret_cast<const char*>(values.data()),  // NOLINT: bytes of floats
              values.size() * sizeof(float));
 }
@@ -63,6 +64,7 @@ struct Reader {
   }
   std::vector<float> floats() {
     std::vector<float> values(static_cast<std::size_t>(count(sizeof(float))));
+    if (values.empty()) return values;  // data() may be null, which memcpy must not get
     std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
     bytes.remove_prefix(values.size() * sizeof(float));
     return values;

@@ -289,6 +289,10 @@ TEST(ModelRank, RefusesWhatItCannotRunByName) {
   s.sync.overlap_param_gather = true;
   s.sync.bucket_size = 500;  // elements: several buckets, so that the forward is cut
   EXPECT_THAT(refusal(s), ::testing::HasSubstr("a forward cut at bucket boundaries"));
+  // One bucket: the forward stays whole, but the step's gathers wait for the next forward, so
+  // the run's last parameters would be checked half gathered.
+  s.sync.bucket_size.reset();
+  EXPECT_THAT(refusal(s), ::testing::HasSubstr("(overlap_param_gather)"));
   s = scenario_of(c);
   s.sync.comm_hook = sync::CommHook::kBf16Compress;
   s.sync.policy = sync::SyncPolicy::kDdp;

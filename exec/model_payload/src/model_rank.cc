@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -110,6 +111,7 @@ struct ModelRank::Impl {
       stages.emplace(
           stage, std::make_unique<HeldStage>(setup.model, slices[static_cast<std::size_t>(stage)]));
     }
+    refuse_gathers_before_the_step();
     if (build) lay_out_buckets(pipeline_ranks);
     losses.assign(static_cast<std::size_t>(setup.steps),
                   std::vector<float>(static_cast<std::size_t>(setup.microbatches), kNoLoss));
@@ -221,6 +223,25 @@ struct ModelRank::Impl {
       const auto me = std::find(group.begin(), group.end(), rank) - group.begin();
       b.shard_begin = me * (length / members);
       b.shard_end = b.shard_begin + length / members;
+    }
+  }
+
+  /// Megatron's overlap_param_gather gathers the updated parameters in the next step's forward,
+  /// so after the run's last step other replicas' shards are not gathered yet, and the
+  /// parameters a rank holds are not the step's. Until a run ends with that gather (Megatron's
+  /// finish_param_sync), such a graph is refused: an all-gather issued before the step.
+  void refuse_gathers_before_the_step() const {
+    for (const ir::TaskId t : graph.issue_order(rank)) {
+      const ir::Task& task = graph.task(t);
+      if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
+        if (c->phase == ir::Phase::kOptimizer) return;
+      }
+      const auto* g = std::get_if<ir::Collective>(&task.op);
+      if (g != nullptr && g->op == ir::CollectiveOp::kAllGather && task.bucket.valid()) {
+        refuse(task,
+               "gathers parameters for the step's forward (overlap_param_gather): the "
+               "run's last parameters would not all be gathered when it ends; not run yet");
+      }
     }
   }
 
@@ -435,8 +456,16 @@ struct ModelRank::Impl {
       const std::lock_guard lock(mutex);
       current = step;
     }
+    std::optional<std::int32_t> only;  // the task's chunk's stage, with one task per chunk
+    if (optimizer_tasks > 1) {
+      const auto found = chunk_stage.find(task.chunk.value());
+      if (found == chunk_stage.end()) {
+        throw BackendError("model payload: " + task_name(task) + " names no chunk of the rank");
+      }
+      only = found->second;
+    }
     for (auto& [index, s] : stages) {
-      if (optimizer_tasks > 1 && chunk_stage[task.chunk.value()] != index) continue;
+      if (only && *only != index) continue;
       const std::lock_guard lock(s->mutex);
       step_stage(index, *s, current + 1);
       s->stage.zero_gradients();

@@ -36,8 +36,9 @@
 //     values (Megatron's distributed optimizer); otherwise the whole stage steps.
 //   - Not run yet, and refused by name at construction: other policies' collectives, tensor-
 //     parallel ones (the graph's intra-layer collectives do not say which tensor they carry),
-//     a forward cut into pieces (gathers in the forward's pre-hooks), DualPipe's F&B units and
-//     its second direction.
+//     gathers in the next step's forward (overlap_param_gather: after the run's last step the
+//     other replicas' shards are never gathered), a forward cut into pieces, DualPipe's F&B
+//     units and its second direction.
 
 #include <cstdint>
 #include <functional>

@@ -117,19 +117,17 @@ std::vector<ir::TaskId> SyncContext::compute_order(ir::RankId rank) const {
 }
 
 std::int32_t SyncContext::last_gradient_microbatch(ir::RankId rank, std::int32_t chunk) const {
+  // From the end of the issue order: the chunk's last gradient task is near it, and each task's
+  // microbatch tag says which entry of `gradient` it would be (O(1) per task; the planner builds
+  // thousands of steps of hundreds of microbatches).
   const std::vector<ir::TaskId>& gradient = chunk_tasks(rank, chunk).gradient;
-  std::int32_t last = -1;
-  std::size_t last_position = 0;
-  const std::vector<ir::TaskId> order = compute_order(rank);
-  for (std::size_t position = 0; position < order.size(); ++position) {
-    for (std::size_t mb = 0; mb < gradient.size(); ++mb) {
-      if (gradient[mb] == order[position] && (last < 0 || position >= last_position)) {
-        last = static_cast<std::int32_t>(mb);
-        last_position = position;
-      }
-    }
+  const std::vector<ir::TaskId>& order = builder_.data().issue_order[rank.index()];
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const ir::MicrobatchId mb = builder_.data().tasks[it->index()].microbatch;
+    if (!mb.valid() || mb.value() >= std::ssize(gradient)) continue;
+    if (gradient[static_cast<std::size_t>(mb.value())] == *it) return mb.value();
   }
-  return last;
+  return -1;
 }
 
 std::vector<std::vector<ir::TaskId>> SyncContext::split(

@@ -114,6 +114,9 @@ TrainingReport training_report(const exec::ModelPayload& payload,
                  {"mean_loss", run_mean},
                  {"losses", run.losses}};
   std::vector<double> reference_mean;
+  double loss_ratio = 0;  // the largest differences over the replicas, of their tolerances
+  double parameter_ratio = 0;
+  std::string parameter;
   if (check) {
     const exec::TrainingRecord reference = exec::reference_training(setup);
     reference_mean = mean_losses(reference.losses);
@@ -127,6 +130,11 @@ TrainingReport training_report(const exec::ModelPayload& payload,
                             {"worst_parameter_over_tolerance", r.worst_parameter},
                             {"worst_parameter", r.worst_parameter_name},
                             {"problems", r.problems}});
+      loss_ratio = std::max(loss_ratio, r.worst_loss);
+      if (r.worst_parameter >= parameter_ratio) {
+        parameter_ratio = r.worst_parameter;
+        parameter = r.worst_parameter_name;
+      }
       if (!r.ok && report.ok) {
         report.ok = false;
         report.failure =
@@ -153,17 +161,6 @@ TrainingReport training_report(const exec::ModelPayload& payload,
     text += "\n";
   }
   if (check) {
-    const nlohmann::ordered_json& worst = report.json["check"]["replicas"];
-    double loss_ratio = 0;
-    double parameter_ratio = 0;
-    std::string parameter;
-    for (const nlohmann::ordered_json& r : worst) {
-      loss_ratio = std::max(loss_ratio, r["worst_loss_over_tolerance"].get<double>());
-      if (r["worst_parameter_over_tolerance"].get<double>() >= parameter_ratio) {
-        parameter_ratio = r["worst_parameter_over_tolerance"].get<double>();
-        parameter = r["worst_parameter"].get<std::string>();
-      }
-    }
     text += fmt::format(
         "  check against the single-process reference ({} replica{}): {}\n"
         "    largest loss difference       {:.3g} of the tolerance (1e-5 relative)\n"

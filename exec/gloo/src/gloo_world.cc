@@ -72,6 +72,21 @@ struct GlooWorld::Impl {
                           std::to_string(rendezvous.world_size - 1));
     }
   }
+
+  /// A blocking send (or receive) of `tensor` to (from) `peer` on the world group; `size` says
+  /// what it holds in the error ("4096 bytes", "512 floats").
+  void transfer(bool sending, std::int32_t peer, const at::Tensor& tensor, std::int32_t tag,
+                const std::string& size) {
+    try {
+      std::vector<at::Tensor> tensors{tensor};
+      const auto work = sending ? world->send(tensors, peer, tag) : world->recv(tensors, peer, tag);
+      work->wait(rendezvous.timeout);
+    } catch (const std::exception& error) {
+      throw BackendError(std::string(sending ? "gloo send of " : "gloo recv of ") + size +
+                         (sending ? " to rank " : " from rank ") + std::to_string(peer) + " (tag " +
+                         std::to_string(tag) + "): " + error_text(error));
+    }
+  }
 };
 
 namespace {
@@ -167,14 +182,7 @@ void GlooWorld::send(std::int32_t peer, std::int64_t bytes, std::int32_t tag) {
   if (bytes <= 0) return;
   impl_->check_peer(peer, "send");
   at::Tensor buffer = impl_->take(bytes);
-  try {
-    std::vector<at::Tensor> tensors{buffer};
-    impl_->world->send(tensors, peer, tag)->wait(impl_->rendezvous.timeout);
-  } catch (const std::exception& error) {
-    throw BackendError("gloo send of " + std::to_string(bytes) + " bytes to rank " +
-                       std::to_string(peer) + " (tag " + std::to_string(tag) +
-                       "): " + error_text(error));
-  }
+  impl_->transfer(true, peer, buffer, tag, std::to_string(bytes) + " bytes");
   impl_->give(bytes, std::move(buffer));
 }
 
@@ -182,14 +190,7 @@ void GlooWorld::recv(std::int32_t peer, std::int64_t bytes, std::int32_t tag) {
   if (bytes <= 0) return;
   impl_->check_peer(peer, "recv");
   at::Tensor buffer = impl_->take(bytes);
-  try {
-    std::vector<at::Tensor> tensors{buffer};
-    impl_->world->recv(tensors, peer, tag)->wait(impl_->rendezvous.timeout);
-  } catch (const std::exception& error) {
-    throw BackendError("gloo recv of " + std::to_string(bytes) + " bytes from rank " +
-                       std::to_string(peer) + " (tag " + std::to_string(tag) +
-                       "): " + error_text(error));
-  }
+  impl_->transfer(false, peer, buffer, tag, std::to_string(bytes) + " bytes");
   impl_->give(bytes, std::move(buffer));
 }
 
@@ -207,27 +208,13 @@ at::Tensor float_view(std::span<const float> data) {
 void GlooWorld::send_floats(std::int32_t peer, std::span<const float> data, std::int32_t tag) {
   if (data.empty()) return;
   impl_->check_peer(peer, "send");
-  try {
-    std::vector<at::Tensor> tensors{float_view(data)};
-    impl_->world->send(tensors, peer, tag)->wait(impl_->rendezvous.timeout);
-  } catch (const std::exception& error) {
-    throw BackendError("gloo send of " + std::to_string(data.size()) + " floats to rank " +
-                       std::to_string(peer) + " (tag " + std::to_string(tag) +
-                       "): " + error_text(error));
-  }
+  impl_->transfer(true, peer, float_view(data), tag, std::to_string(data.size()) + " floats");
 }
 
 void GlooWorld::recv_floats(std::int32_t peer, std::span<float> data, std::int32_t tag) {
   if (data.empty()) return;
   impl_->check_peer(peer, "recv");
-  try {
-    std::vector<at::Tensor> tensors{float_view(data)};
-    impl_->world->recv(tensors, peer, tag)->wait(impl_->rendezvous.timeout);
-  } catch (const std::exception& error) {
-    throw BackendError("gloo recv of " + std::to_string(data.size()) + " floats from rank " +
-                       std::to_string(peer) + " (tag " + std::to_string(tag) +
-                       "): " + error_text(error));
-  }
+  impl_->transfer(false, peer, float_view(data), tag, std::to_string(data.size()) + " floats");
 }
 
 void GlooWorld::barrier() {

@@ -214,8 +214,7 @@ struct ModelRank::Impl {
     SyncBucket& b = buckets[task.bucket.value()];
     if (b.length != 0 && b.length != length) {
       refuse(task, "moves " + std::to_string(length) +
-                       " values; another collective of its "
-                       "bucket moves " +
+                       " values; another collective of its bucket moves " +
                        std::to_string(b.length));
     }
     b.length = length;

@@ -74,10 +74,10 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
   if (!step.sync_input.params.empty()) {
     const sync::SyncPolicy policy = scenario.sync.policy;
     if (policy != sync::SyncPolicy::kDdp && policy != sync::SyncPolicy::kMegatronDdp &&
-        policy != sync::SyncPolicy::kMegatronDistopt) {
+        policy != sync::SyncPolicy::kMegatronDistopt && policy != sync::SyncPolicy::kFairscaleSdp) {
       throw InvalidConfig("--payload model: --sync " + std::string(sync::to_string(policy)) +
-                          " is not run by the model payload yet; expected ddp, megatron-ddp or "
-                          "megatron-distopt (or dp 1)");
+                          " is not run by the model payload yet; expected ddp, megatron-ddp, "
+                          "megatron-distopt or fairscale-sdp (or dp 1)");
     }
     payload.sync.buckets = sync::policy_buckets(step.sync_input, scenario.sync);
   }

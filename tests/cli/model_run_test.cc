@@ -45,11 +45,13 @@ TEST_F(Cli, RunWithTheModelPayloadTrainsAsTheSingleProcessReference) {
 
 TEST_F(Cli, RunWithTheModelPayloadSyncsRealGradientsOverReplicas) {
   // 2 replicas of a 2-stage pipeline, 4 processes: Megatron's distributed optimizer (gradients
-  // reduce-scattered, each replica stepping its shard, parameters all-gathered), and DDP's
-  // all-reduced buckets under zero-bubble H1 (small buckets: the backward cut at their edges).
-  for (const std::string flags : {"--sync megatron-distopt",
-                                  "--sync ddp --bucket-size 20000 "
-                                  "--schedule zb-h1"}) {
+  // reduce-scattered, each replica stepping its shard, parameters all-gathered), DDP's
+  // all-reduced buckets under zero-bubble H1 (small buckets: the backward cut at their edges),
+  // and fairscale's reduces to each tensor's owner, whose OSS shard alone steps, then broadcasts
+  // from every owner (two chunks per rank: an owner's tensors span both stages).
+  for (const std::string flags :
+       {"--sync megatron-distopt", "--sync ddp --bucket-size 20000 --schedule zb-h1",
+        "--sync fairscale-sdp --bucket-size 5000 --schedule interleaved-1f1b --vp 2"}) {
     const Outcome r = metron("run --payload model --check --pp 2 --dp 2 --iterations 1 " +
                              std::string("--warmup 1 ") + flags);
     ASSERT_EQ(r.code, 0) << flags << ": " << r.err;

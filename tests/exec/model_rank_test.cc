@@ -67,7 +67,9 @@ class Mailbox {
 
 /// Collectives between the test's rank threads, over whole fp32 buffers as GlooWorld::
 /// collective_floats takes them: each member leaves a copy of its buffer under (group, ordinal),
-/// and once all are there each computes its result from them in member order.
+/// and once all are there each computes its result from them in member order. A reduce leaves
+/// NaN on the members other than its root (whose buffer Gloo leaves undefined), so that a payload
+/// that used them would fail its check.
 class Collectives {
  public:
   explicit Collectives(const ir::Graph& graph) : graph_(graph) {}
@@ -89,10 +91,17 @@ class Collectives {
       throw BackendError("collectives: a member did not come");
     }
     const std::size_t chunk = data.size() / size;
+    const auto root = static_cast<std::size_t>(std::find(members.begin(), members.end(), c.root) -
+                                               members.begin());
     for (std::size_t i = 0; i < data.size(); ++i) {
       if (c.op == ir::CollectiveOp::kAllGather) {
         data[i] = round.inputs[i / chunk][i];
-      } else if (c.op == ir::CollectiveOp::kAllReduce || i / chunk == me) {
+      } else if (c.op == ir::CollectiveOp::kBroadcast) {
+        data[i] = round.inputs[root][i];
+      } else if (c.op == ir::CollectiveOp::kReduce && me != root) {
+        data[i] = std::numeric_limits<float>::quiet_NaN();
+      } else if (c.op == ir::CollectiveOp::kAllReduce || c.op == ir::CollectiveOp::kReduce ||
+                 i / chunk == me) {
         float sum = 0;
         for (const std::vector<float>& input : round.inputs) sum += input[i];
         data[i] = sum;
@@ -121,12 +130,14 @@ struct Config {
   std::int64_t dp = 1;
   std::string sync = "ddp";
   bool overlap_grad_reduce = false;
+  bool warmup = false;  ///< the first iteration's graph (fairscale: start-up broadcasts)
 };
 
 // gtest looks this name up to print a parameter.
 void PrintTo(const Config& c, std::ostream* out) {  // NOLINT(readability-identifier-naming)
   *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches << " dp "
-       << c.dp << " " << c.sync << (c.overlap_grad_reduce ? " overlap-grad-reduce" : "");
+       << c.dp << " " << c.sync << (c.overlap_grad_reduce ? " overlap-grad-reduce" : "")
+       << (c.warmup ? " warmup" : "");
 }
 
 scenario::Scenario scenario_of(const Config& c) {
@@ -139,8 +150,11 @@ scenario::Scenario scenario_of(const Config& c) {
   s.schedule = {.name = c.schedule};
   s.sync = {.policy = *sync::parse_sync_policy(c.sync)};
   if (c.overlap_grad_reduce) s.sync.overlap_grad_reduce = true;
+  if (c.warmup) s.sync.iteration = sync::Iteration::kWarmup;
   // Small buckets, so that a backward is cut at bucket boundaries and buckets are several.
   if (c.sync == "ddp") s.sync.bucket_size = 2048;
+  // fairscale: elements per owner bucket; the larger tensors are reduced on their own.
+  if (c.sync == "fairscale-sdp") s.sync.bucket_size = 300;
   return s;
 }
 
@@ -195,11 +209,11 @@ std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t ste
             .collective =
                 [&, r](std::int32_t group, std::int64_t ordinal, const ir::Collective& op,
                        std::span<float> data) {
-                  // The fault: rank 0's first collective reduces nothing (its result is its own
-                  // gradients), as if its bucket had been dropped.
+                  // The fault: each group's first collective reduces nothing (every member's
+                  // result is its own gradients), as if its bucket had been dropped.
                   const std::vector<float> kept(data.begin(), data.end());
                   collectives.run(r, group, ordinal, op, data);
-                  if (fault == Fault::kDropBucket && r == 0 && ordinal == 0) {
+                  if (fault == Fault::kDropBucket && ordinal == 0) {
                     std::copy(kept.begin(), kept.end(), data.begin());
                   }
                 },
@@ -246,10 +260,20 @@ INSTANTIATE_TEST_SUITE_P(
                              .dp = 2,
                              .sync = "megatron-ddp",
                              .overlap_grad_reduce = true},
-                      Config{.schedule = "zb-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"}),
+                      Config{.schedule = "zb-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"},
+                      // Reduces to each tensor's owner, OSS steps the owned tensors and
+                      // broadcasts them; with two chunks an owner's tensors span both stages.
+                      Config{.schedule = "1f1b", .dp = 2, .sync = "fairscale-sdp"},
+                      Config{.schedule = "interleaved-1f1b",
+                             .vp = 2,
+                             .dp = 2,
+                             .sync = "fairscale-sdp",
+                             .warmup = true},
+                      Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "fairscale-sdp"}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
-                         std::to_string(param.param.dp) + "_" + param.param.sync;
+                         std::to_string(param.param.dp) + "_" + param.param.sync +
+                         (param.param.warmup ? "_warmup" : "");
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
@@ -261,10 +285,12 @@ TEST(ModelRank, ASwappedMicrobatchFailsTheCheck) {
 }
 
 TEST(ModelRank, ADroppedBucketFailsTheCheck) {
-  const auto [run, setup] =
-      train({.schedule = "1f1b", .dp = 2, .sync = "megatron-ddp"}, 1, Fault::kDropBucket);
-  const CheckReport report = check_training(run, reference_training(setup), setup);
-  EXPECT_FALSE(report.ok);
+  for (const char* policy : {"megatron-ddp", "fairscale-sdp"}) {
+    const auto [run, setup] =
+        train({.schedule = "1f1b", .dp = 2, .sync = policy}, 1, Fault::kDropBucket);
+    const CheckReport report = check_training(run, reference_training(setup), setup);
+    EXPECT_FALSE(report.ok) << policy;
+  }
 }
 
 /// The reason ModelRank gives for refusing `s`'s graph.

@@ -43,15 +43,25 @@ struct HeldStage {
   std::vector<float> exp_avg_sq;
 };
 
+/// Where a bucket's buffer element lives: a stage's flat parameters and gradients; padding
+/// has no stage.
+struct Slot {
+  std::int32_t stage = -1;
+  std::int64_t index = -1;
+};
+
 /// One bucket of the rank's data-parallel sync as the payload packs it (Note [model rank]).
 struct SyncBucket {
-  std::int32_t stage = -1;  ///< the stage whose tensors it holds
-  std::int64_t length = 0;  ///< elements of its collectives' buffer (bytes / 4)
-  /// By buffer element: the index into the stage's flat parameters and gradients; -1: padding.
-  std::vector<std::int64_t> positions;
-  std::int64_t shard_begin = 0;  ///< the rank's chunk, set by a reduce-scatter
-  std::int64_t shard_end = 0;
-  [[nodiscard]] bool sharded() const { return shard_end > shard_begin; }
+  sync::BucketRole role = sync::BucketRole::kGradients;
+  std::int64_t length = 0;           ///< elements of its collectives' buffer (bytes / 4)
+  std::vector<Slot> slots;           ///< by buffer element
+  std::vector<std::int32_t> stages;  ///< the stages its slots name, each once
+  /// The buffer elements whose reduced gradients this rank's optimizer steps: its chunk after
+  /// a reduce-scatter, everything after a reduce to it, nothing after a reduce to another.
+  std::int64_t owned_begin = 0;
+  std::int64_t owned_end = 0;
+  /// A reduce-scatter or reduce: only the owners of its elements step them.
+  bool shards_optimizer = false;
 };
 
 /// What a stage hands on: (stage, microbatch, what) → values (Note [model rank]).
@@ -179,17 +189,17 @@ struct ModelRank::Impl {
              "is a collective inside the layers (tensor, context or expert parallelism); "
              "the model payload runs data-parallel buckets only so far: expected tp 1");
     }
-    if (c.op != ir::CollectiveOp::kAllReduce && c.op != ir::CollectiveOp::kReduceScatter &&
-        c.op != ir::CollectiveOp::kAllGather) {
-      refuse(task, "is a " + std::string(ir::to_string(c.op)) +
-                       "; the model payload syncs buckets by all-reduce, reduce-scatter and "
-                       "all-gather (ddp, megatron-ddp, megatron-distopt) so far");
+    if (c.dtype != ir::DType::kFp32 || c.bytes % 4 != 0) {
+      refuse(task, "carries " + std::string(ir::to_string(c.dtype)) +
+                       "; the model payload moves its fp32 gradients and parameters as they are "
+                       "(no compression hook, no fp16 broadcast)");
     }
-    if (c.dtype != ir::DType::kFp32 || c.count != 1 || c.bytes % 4 != 0) {
-      refuse(task, "carries " + std::string(ir::to_string(c.dtype)) + " in " +
-                       std::to_string(c.count) +
-                       " calls; the model payload reduces its fp32 gradients as they are, in "
-                       "one call (no compression hook, one optimizer instance)");
+    const bool sharded =
+        c.op == ir::CollectiveOp::kReduceScatter || c.op == ir::CollectiveOp::kAllGather;
+    if (sharded && c.count != 1) {
+      refuse(task, "is " + std::to_string(c.count) +
+                       " calls; the model payload shards a bucket in one call (one optimizer "
+                       "instance)");
     }
     const auto& planned = sync.buckets;
     const auto pipeline_rank = static_cast<std::size_t>(rank.value() % pipeline_ranks);
@@ -203,15 +213,18 @@ struct ModelRank::Impl {
       refuse(task, "names bucket " + std::to_string(task.bucket.value()) +
                        ", which the sync policy's bucket plan does not have for this rank");
     }
+    check_role(task, c, *bucket);
     const std::int64_t length = c.bytes / 4;
     const auto& group = graph.data().groups[c.group.index()].ranks;
     const auto members = std::ssize(group);
-    if (length < bucket->bucket.numel || length % members != 0) {
+    if (length < bucket->bucket.numel || (sharded && length % members != 0)) {
       refuse(task, "moves " + std::to_string(length) + " values for a bucket of " +
                        std::to_string(bucket->bucket.numel) + " over " + std::to_string(members) +
-                       " ranks; expected at least the bucket, in equal chunks");
+                       " ranks; expected at least the bucket" +
+                       (sharded ? ", in equal chunks" : ""));
     }
     SyncBucket& b = buckets[task.bucket.value()];
+    b.role = bucket->role;
     if (b.length != 0 && b.length != length) {
       refuse(task, "moves " + std::to_string(length) +
                        " values; another collective of its bucket moves " +
@@ -220,8 +233,40 @@ struct ModelRank::Impl {
     b.length = length;
     if (c.op == ir::CollectiveOp::kReduceScatter) {
       const auto me = std::find(group.begin(), group.end(), rank) - group.begin();
-      b.shard_begin = me * (length / members);
-      b.shard_end = b.shard_begin + length / members;
+      b.shards_optimizer = true;
+      b.owned_begin = me * (length / members);
+      b.owned_end = b.owned_begin + length / members;
+    }
+    if (c.op == ir::CollectiveOp::kReduce) {
+      b.shards_optimizer = true;
+      b.owned_end = c.root == rank ? length : 0;
+    }
+  }
+
+  /// The collective's op must be one that does what its planned bucket is for.
+  static void check_role(const ir::Task& task, const ir::Collective& c,
+                         const sync::PlannedBucket& bucket) {
+    using Op = ir::CollectiveOp;
+    bool fits = false;
+    std::string expected;
+    switch (bucket.role) {
+      case sync::BucketRole::kGradients:
+        fits = c.op == Op::kAllReduce || c.op == Op::kReduceScatter || c.op == Op::kAllGather;
+        expected = "an all-reduce, reduce-scatter or all-gather";
+        break;
+      case sync::BucketRole::kReduceToOwner:
+        fits = c.op == Op::kReduce;
+        expected = "a reduce to the bucket's owner";
+        break;
+      case sync::BucketRole::kBroadcastParameters:
+        fits = c.op == Op::kBroadcast;
+        expected = "a broadcast of parameters";
+        break;
+    }
+    if (!fits) {
+      refuse(task, "is a " + std::string(ir::to_string(c.op)) + " of bucket " +
+                       std::to_string(bucket.id) + ", which the sync policy's plan syncs by " +
+                       expected);
     }
   }
 
@@ -244,76 +289,86 @@ struct ModelRank::Impl {
     }
   }
 
-  /// Where each bucket's elements live in its stage (Note [model rank]).
+  /// Where each bucket's elements live in the rank's stages (Note [model rank]).
   void lay_out_buckets(std::int32_t pipeline_ranks) {
     if (buckets.empty()) return;
     const auto pipeline_rank = static_cast<std::size_t>(rank.value() % pipeline_ranks);
+    const std::vector<sync::ChunkParams>& chunks = sync.input.params[pipeline_rank];
+    std::map<std::int32_t, std::map<std::string, const ParameterSlot*>> slots;  // by stage
+    for (const auto& [index, held_stage] : stages) {
+      for (const ParameterSlot& slot : held_stage->stage.parameter_layout()) {
+        slots[index][slot.name] = &slot;
+      }
+    }
     for (const sync::PlannedBucket& planned : sync.buckets[pipeline_rank]) {
       const auto found = buckets.find(planned.id);
       if (found == buckets.end()) continue;  // no collective carries it on this rank
       SyncBucket& b = found->second;
-      const sync::ChunkParams& chunk =
-          sync.input.params[pipeline_rank][static_cast<std::size_t>(planned.chunk)];
-      const auto held_stage = stages.find(chunk.stage);
-      if (held_stage == stages.end()) {
-        throw InvalidConfig("model payload: bucket " + std::to_string(planned.id) +
-                            " holds stage " + std::to_string(chunk.stage) + ", which rank " +
-                            std::to_string(rank.value()) + " does not hold");
-      }
-      b.stage = chunk.stage;
-      std::map<std::string, const ParameterSlot*> slots;
-      for (const ParameterSlot& slot : held_stage->second->stage.parameter_layout()) {
-        slots[slot.name] = &slot;
-      }
-      for (const std::int32_t index : planned.bucket.tensors) {
-        const sync::ParamTensor& tensor = chunk.tensors[static_cast<std::size_t>(index)];
-        const auto slot = slots.find(tensor.name);
-        if (slot == slots.end() || slot->second->numel != tensor.numel) {
+      for (const sync::TensorRef& ref : sync::bucket_members(chunks, planned)) {
+        const sync::ChunkParams& chunk = chunks.at(static_cast<std::size_t>(ref.chunk));
+        const sync::ParamTensor& tensor = chunk.tensors.at(static_cast<std::size_t>(ref.tensor));
+        const auto stage_slots = slots.find(chunk.stage);
+        if (stage_slots == slots.end()) {
+          throw InvalidConfig("model payload: bucket " + std::to_string(planned.id) +
+                              " holds stage " + std::to_string(chunk.stage) + ", which rank " +
+                              std::to_string(rank.value()) + " does not hold");
+        }
+        const auto slot = stage_slots->second.find(tensor.name);
+        if (slot == stage_slots->second.end() || slot->second->numel != tensor.numel) {
           throw InvalidConfig("model payload: bucket " + std::to_string(planned.id) + " holds " +
                               tensor.name + " of " + std::to_string(tensor.numel) +
                               " elements, which stage " + std::to_string(chunk.stage) +
                               " does not hold so");
         }
+        if (std::find(b.stages.begin(), b.stages.end(), chunk.stage) == b.stages.end()) {
+          b.stages.push_back(chunk.stage);
+        }
         for (std::int64_t e = 0; e < tensor.numel; ++e) {
-          b.positions.push_back(slot->second->offset + e);
+          b.slots.push_back({.stage = chunk.stage, .index = slot->second->offset + e});
         }
       }
-      b.positions.resize(static_cast<std::size_t>(b.length), -1);
+      b.slots.resize(static_cast<std::size_t>(b.length));
     }
   }
 
-  /// A bucket's collective on real gradients or parameters (Note [model rank]).
+  /// A bucket's collective on real gradients or parameters (Note [model rank]): packed from
+  /// each of its stages (under that stage's lock), run, and the rank's part unpacked.
   void collective(const Launch& launch, const ir::Collective& c) {
     const ir::Task& task = *launch.task;
     SyncBucket& b = buckets.at(task.bucket.value());
-    HeldStage& s = *stages.at(b.stage);
-    const bool parameters = c.op == ir::CollectiveOp::kAllGather;
-    const float scale = 1.0F / static_cast<float>(replicas);
-    std::vector<float> buffer(b.positions.size(), 0.0F);
-    {
+    const bool parameters =
+        c.op == ir::CollectiveOp::kAllGather || c.op == ir::CollectiveOp::kBroadcast;
+    const float scale = parameters ? 1.0F : 1.0F / static_cast<float>(replicas);
+    const auto values_of = [parameters](HeldStage& s) {
+      return parameters ? s.stage.flat_parameters() : s.stage.flat_gradients();
+    };
+    std::vector<float> buffer(b.slots.size(), 0.0F);
+    for (const std::int32_t stage : b.stages) {
+      HeldStage& s = *stages.at(stage);
       const std::lock_guard lock(s.mutex);
-      const std::span<float> values =
-          parameters ? s.stage.flat_parameters() : s.stage.flat_gradients();
+      const std::span<float> values = values_of(s);
       for (std::size_t i = 0; i < buffer.size(); ++i) {
-        const std::int64_t at = b.positions[i];
-        if (at < 0) continue;
-        const float v = values[static_cast<std::size_t>(at)];
-        buffer[i] = parameters ? v : v * scale;
+        if (b.slots[i].stage == stage) {
+          buffer[i] = values[static_cast<std::size_t>(b.slots[i].index)] * scale;
+        }
       }
     }
     transport.collective(c.group.value(), launch.ordinal, c, buffer);
     std::size_t first = 0;
     std::size_t last = buffer.size();
-    if (c.op == ir::CollectiveOp::kReduceScatter) {
-      first = static_cast<std::size_t>(b.shard_begin);
-      last = static_cast<std::size_t>(b.shard_end);
+    if (c.op == ir::CollectiveOp::kReduceScatter || c.op == ir::CollectiveOp::kReduce) {
+      first = static_cast<std::size_t>(b.owned_begin);
+      last = static_cast<std::size_t>(b.owned_end);
     }
-    const std::lock_guard lock(s.mutex);
-    const std::span<float> values =
-        parameters ? s.stage.flat_parameters() : s.stage.flat_gradients();
-    for (std::size_t i = first; i < last; ++i) {
-      const std::int64_t at = b.positions[i];
-      if (at >= 0) values[static_cast<std::size_t>(at)] = buffer[i];
+    for (const std::int32_t stage : b.stages) {
+      HeldStage& s = *stages.at(stage);
+      const std::lock_guard lock(s.mutex);
+      const std::span<float> values = values_of(s);
+      for (std::size_t i = first; i < last; ++i) {
+        if (b.slots[i].stage == stage) {
+          values[static_cast<std::size_t>(b.slots[i].index)] = buffer[i];
+        }
+      }
     }
   }
 
@@ -476,23 +531,29 @@ struct ModelRank::Impl {
     ++step;
   }
 
-  /// AdamW on the stage, or on the rank's shard of each of its reduce-scattered buckets.
+  /// AdamW on the stage, or, where its buckets shard the optimizer (reduce-scatter, reduce to
+  /// an owner), on the elements this rank owns: possibly none.
   void step_stage(std::int32_t index, HeldStage& s, std::int64_t t) {
+    bool sharded = false;
     std::vector<std::int64_t> shard;
     for (const auto& [id, b] : buckets) {
-      if (b.stage != index || !b.sharded()) continue;
-      for (auto i = b.shard_begin; i < b.shard_end; ++i) {
-        if (b.positions[static_cast<std::size_t>(i)] >= 0) {
-          shard.push_back(b.positions[static_cast<std::size_t>(i)]);
-        }
+      if (!b.shards_optimizer ||
+          std::find(b.stages.begin(), b.stages.end(), index) == b.stages.end()) {
+        continue;
+      }
+      sharded = true;
+      for (auto i = b.owned_begin; i < b.owned_end; ++i) {
+        const Slot& slot = b.slots[static_cast<std::size_t>(i)];
+        if (slot.stage == index) shard.push_back(slot.index);
       }
     }
     const std::span<float> params = s.stage.flat_parameters();
     const std::span<float> grads = s.stage.flat_gradients();
-    if (shard.empty()) {
+    if (!sharded) {
       adam_step(params, grads, s.exp_avg, s.exp_avg_sq, t, setup.adam);
       return;
     }
+    if (shard.empty()) return;
     const auto gather = [&](std::span<const float> from) {
       std::vector<float> out;
       out.reserve(shard.size());

@@ -1,5 +1,7 @@
 #include "metron/sync/bucket_plan.h"
 
+#include <algorithm>
+#include <numeric>
 #include <string>
 
 #include "metron/base/error.h"
@@ -22,12 +24,128 @@ std::optional<std::int64_t> megatron_bucket_params(const SyncInput& in, const Sy
   return o.bucket_size.value_or(megatron_default_bucket_params(in.data_parallel));
 }
 
+constexpr std::int64_t kDefaultReduceBufferElements = std::int64_t{1} << 23;
+
+std::int64_t total_numel(const std::vector<ParamTensor>& tensors) {
+  return std::accumulate(tensors.begin(), tensors.end(), std::int64_t{0},
+                         [](std::int64_t s, const ParamTensor& t) { return s + t.numel; });
+}
+
+/// A bucket of `members` of `tensors` (indices), owned by `owner`, without padding.
+Bucket owned_bucket(const std::vector<ParamTensor>& tensors, std::vector<std::int32_t> members,
+                    std::int32_t owner) {
+  Bucket b = make_bucket(tensors, std::move(members));
+  b.owner = owner;
+  return b;
+}
+
+/// One chunk's ShardedDataParallel reduces, in the order its backward issues them.
+void add_fairscale_reduces(const std::vector<ParamTensor>& tensors,
+                           const std::vector<std::int32_t>& owners, const SyncInput& input,
+                           const SyncOptions& options, std::int32_t chunk,
+                           std::vector<PlannedBucket>& out) {
+  const std::int32_t world = input.data_parallel;
+  const std::int64_t capacity =
+      world == 1 ? 0
+                 : std::min(options.bucket_size.value_or(kDefaultReduceBufferElements),
+                            total_numel(tensors));
+  const ShardedDdpPlan plan = sharded_ddp_plan(tensors, owners, world, capacity);
+  std::vector<std::int32_t> bucket_of(tensors.size(), -1);
+  for (std::size_t b = 0; b < plan.buckets.size(); ++b) {
+    for (const std::int32_t t : plan.buckets[b].tensors) {
+      bucket_of[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(b);
+    }
+  }
+  std::vector<std::size_t> checked_in(plan.buckets.size(), 0);
+  const auto add = [&](Bucket b) {
+    const std::int32_t id = out.empty() ? 0 : out.back().id + 1;
+    out.push_back(
+        {.chunk = chunk, .id = id, .bucket = std::move(b), .role = BucketRole::kReduceToOwner});
+  };
+  for (const std::int32_t t : grad_ready_order(tensors)) {
+    const std::int32_t b = bucket_of[static_cast<std::size_t>(t)];
+    if (b < 0) {
+      add(owned_bucket(tensors, {t}, owners[static_cast<std::size_t>(t)]));
+      continue;
+    }
+    const Bucket& bucket = plan.buckets[static_cast<std::size_t>(b)];
+    if (++checked_in[static_cast<std::size_t>(b)] == bucket.tensors.size()) add(bucket);
+  }
+}
+
+/// Note [fairscale sync] (sync_fairscale.cc): one pipeline rank's units, in id order.
+std::vector<PlannedBucket> fairscale_buckets(const std::vector<ChunkParams>& chunks,
+                                             const SyncInput& input, const SyncOptions& options) {
+  std::vector<PlannedBucket> out;
+  const auto add = [&out](std::int32_t chunk, Bucket b) {
+    const std::int32_t id = out.empty() ? 0 : out.back().id + 1;
+    out.push_back({.chunk = chunk,
+                   .id = id,
+                   .bucket = std::move(b),
+                   .role = BucketRole::kBroadcastParameters});
+  };
+  std::vector<ParamTensor> all;  // OSS's registration order: chunk 0 first
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const std::vector<ParamTensor>& tensors = chunks[c].tensors;
+    all.insert(all.end(), tensors.begin(), tensors.end());
+    if (options.iteration != Iteration::kWarmup || tensors.empty()) continue;
+    std::vector<std::int32_t> members(tensors.size());
+    std::iota(members.begin(), members.end(), 0);
+    add(static_cast<std::int32_t>(c), owned_bucket(tensors, std::move(members), 0));
+  }
+  const std::vector<std::int32_t> owners = oss_partition(all, input.data_parallel);
+  std::size_t offset = 0;
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const std::vector<ParamTensor>& tensors = chunks[c].tensors;
+    const std::vector<std::int32_t> chunk_owners(
+        owners.begin() + static_cast<std::ptrdiff_t>(offset),
+        owners.begin() + static_cast<std::ptrdiff_t>(offset + tensors.size()));
+    offset += tensors.size();
+    if (tensors.empty()) continue;
+    add_fairscale_reduces(tensors, chunk_owners, input, options, static_cast<std::int32_t>(c), out);
+  }
+  for (std::int32_t owner = 0; owner < input.data_parallel; ++owner) {
+    std::vector<std::int32_t> members;
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      if (owners[i] == owner) members.push_back(static_cast<std::int32_t>(i));
+    }
+    if (members.empty()) continue;
+    Bucket b = owned_bucket(all, std::move(members), owner);
+    if (b.numel > 0) add(kAllChunks, std::move(b));  // nothing to broadcast otherwise
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<TensorRef> bucket_members(const std::vector<ChunkParams>& chunks,
+                                      const PlannedBucket& bucket) {
+  std::vector<TensorRef> out;
+  for (const std::int32_t index : bucket.bucket.tensors) {
+    if (bucket.chunk != kAllChunks) {
+      out.push_back({.chunk = bucket.chunk, .tensor = index});
+      continue;
+    }
+    std::int32_t chunk = 0;
+    std::int32_t tensor = index;
+    while (static_cast<std::size_t>(chunk) < chunks.size() &&
+           tensor >= std::ssize(chunks[static_cast<std::size_t>(chunk)].tensors)) {
+      tensor -= static_cast<std::int32_t>(chunks[static_cast<std::size_t>(chunk)].tensors.size());
+      ++chunk;
+    }
+    out.push_back({.chunk = chunk, .tensor = tensor});
+  }
+  return out;
+}
 
 std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
                                                        const SyncOptions& options) {
   std::vector<std::vector<PlannedBucket>> out(input.params.size());
   for (std::size_t r = 0; r < input.params.size(); ++r) {
+    if (options.policy == SyncPolicy::kFairscaleSdp) {
+      out[r] = fairscale_buckets(input.params[r], input, options);
+      continue;
+    }
     const auto pipeline_rank = static_cast<std::int32_t>(r);
     std::int32_t next_id = 0;
     for (std::size_t c = 0; c < input.params[r].size(); ++c) {
@@ -51,7 +169,7 @@ std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
         default:
           throw InvalidConfig("policy_buckets: " + std::string(to_string(options.policy)) +
                               " communicates units that are not buckets of one gradient buffer; "
-                              "expected ddp, megatron-ddp or megatron-distopt");
+                              "expected ddp, megatron-ddp, megatron-distopt or fairscale-sdp");
       }
       for (Bucket& b : buckets) {
         out[r].push_back({.chunk = chunk, .id = next_id++, .bucket = std::move(b)});
@@ -65,6 +183,7 @@ ChunkBuckets chunk_buckets(const std::vector<PlannedBucket>& planned, std::int32
   ChunkBuckets out;
   bool found = false;
   for (const PlannedBucket& p : planned) {
+    if (p.chunk == kAllChunks) continue;
     if (p.chunk < chunk) out.first_id = p.id + 1;
     if (p.chunk != chunk) continue;
     if (!found) out.first_id = p.id;

@@ -51,33 +51,6 @@ const ParamTensor& at(const std::vector<ParamTensor>& tensors, std::int32_t i) {
   return tensors[static_cast<std::size_t>(i)];
 }
 
-// A bucket of `members` (non-empty) with numel, layer span and no padding.
-Bucket make_bucket(const std::vector<ParamTensor>& tensors, std::vector<std::int32_t> members) {
-  Bucket b;
-  b.lowest_layer = at(tensors, members.front()).layer;
-  b.highest_layer = b.lowest_layer;
-  for (std::int32_t i : members) {
-    const ParamTensor& t = at(tensors, i);
-    b.numel += t.numel;
-    b.lowest_layer = std::min(b.lowest_layer, t.layer);
-    b.highest_layer = std::max(b.highest_layer, t.layer);
-  }
-  b.padded_numel = b.numel;
-  b.tensors = std::move(members);
-  return b;
-}
-
-// Gradient-ready order at layer granularity: the backward reaches higher layers first, and within
-// one layer autograd finishes the later-registered parameters first (reverse registration).
-std::vector<std::int32_t> grad_ready_order(const std::vector<ParamTensor>& tensors) {
-  std::vector<std::int32_t> order(tensors.size());
-  std::iota(order.rbegin(), order.rend(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-    return at(tensors, a).layer > at(tensors, b).layer;
-  });
-  return order;
-}
-
 void check_order(const std::vector<ParamTensor>& tensors, const std::vector<std::int32_t>& order) {
   std::vector<bool> seen(tensors.size(), false);
   for (std::size_t k = 0; k < order.size(); ++k) {
@@ -133,6 +106,30 @@ void lay_out_megatron_buffer(const std::vector<ParamTensor>& tensors,
 }
 
 }  // namespace
+
+Bucket make_bucket(const std::vector<ParamTensor>& tensors, std::vector<std::int32_t> members) {
+  Bucket b;
+  b.lowest_layer = at(tensors, members.front()).layer;
+  b.highest_layer = b.lowest_layer;
+  for (std::int32_t i : members) {
+    const ParamTensor& t = at(tensors, i);
+    b.numel += t.numel;
+    b.lowest_layer = std::min(b.lowest_layer, t.layer);
+    b.highest_layer = std::max(b.highest_layer, t.layer);
+  }
+  b.padded_numel = b.numel;
+  b.tensors = std::move(members);
+  return b;
+}
+
+std::vector<std::int32_t> grad_ready_order(const std::vector<ParamTensor>& tensors) {
+  std::vector<std::int32_t> order(tensors.size());
+  std::iota(order.rbegin(), order.rend(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+    return at(tensors, a).layer > at(tensors, b).layer;
+  });
+  return order;
+}
 
 std::vector<Bucket> ddp_assign_by_size(const std::vector<ParamTensor>& tensors,
                                        const std::vector<std::int32_t>& order,

@@ -24,12 +24,12 @@
 //   memory (non-owners free direct gradients once reduced) is not modelled.
 
 #include <algorithm>
-#include <numeric>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include "metron/sync/bucketing.h"
+#include "metron/sync/bucket_plan.h"
 #include "sync_passes.h"
 
 namespace metron::sync::detail {
@@ -37,216 +37,163 @@ namespace {
 
 using ir::TaskId;
 
-constexpr std::int64_t kDefaultReduceBufferElements = std::int64_t{1} << 23;
-
-struct ChunkPlan {
-  std::int32_t chunk = 0;
-  ShardedDdpPlan plan;
-  std::vector<std::int32_t> owners;  // per tensor of the chunk
-  std::size_t request = 0;           // index into the split requests
-  std::int32_t last_mb = 0;          // the backward that reduces (last_gradient_microbatch)
-};
-
-struct RankPlan {
-  ir::RankId rank;
-  std::vector<std::int64_t> owner_numel;  // per data-parallel rank, over all chunks
-  std::vector<ChunkPlan> chunks;
-};
-
-std::int64_t total_numel(const std::vector<ParamTensor>& tensors) {
-  return std::accumulate(tensors.begin(), tensors.end(), std::int64_t{0},
-                         [](std::int64_t s, const ParamTensor& t) { return s + t.numel; });
-}
-
-// Higher layer first, within a layer reverse registration order (as autograd produces them).
-std::vector<std::int32_t> gradient_ready_order(const std::vector<ParamTensor>& tensors) {
-  std::vector<std::int32_t> order(tensors.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
-    const std::int32_t la = tensors[static_cast<std::size_t>(a)].layer;
-    const std::int32_t lb = tensors[static_cast<std::size_t>(b)].layer;
-    return la != lb ? la > lb : a > b;
-  });
-  return order;
-}
-
-RankPlan plan_rank(SyncContext& ctx, ir::RankId rank, const SyncOptions& options,
-                   std::vector<lowering::SplitRequest>& requests) {
-  const std::int32_t world = ctx.input().data_parallel;
-  RankPlan out{.rank = rank,
-               .owner_numel = std::vector<std::int64_t>(static_cast<std::size_t>(world), 0)};
-  std::vector<ParamTensor> all;
-  for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {
-    const auto& tensors = ctx.params(rank)[static_cast<std::size_t>(c)].tensors;
-    all.insert(all.end(), tensors.begin(), tensors.end());
-  }
-  const std::vector<std::int32_t> owners = oss_partition(all, world);
-  for (std::size_t i = 0; i < all.size(); ++i)
-    out.owner_numel[static_cast<std::size_t>(owners[i])] += all[i].numel;
-
-  std::size_t offset = 0;
-  for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {
-    const auto& tensors = ctx.params(rank)[static_cast<std::size_t>(c)].tensors;
-    ChunkPlan chunk{
-        .chunk = c,
-        .owners = {owners.begin() + static_cast<std::ptrdiff_t>(offset),
-                   owners.begin() + static_cast<std::ptrdiff_t>(offset + tensors.size())}};
-    offset += tensors.size();
-    const ChunkTasks& tasks = ctx.chunk_tasks(rank, c);
-    const std::int32_t last_mb = ctx.last_gradient_microbatch(rank, c);
-    if (last_mb < 0 || tensors.empty()) continue;  // forward only, or nothing to reduce
-    chunk.last_mb = last_mb;
-    const std::int64_t capacity =
-        world == 1 ? 0
-                   : std::min(options.bucket_size.value_or(kDefaultReduceBufferElements),
-                              total_numel(tensors));
-    chunk.plan = sharded_ddp_plan(tensors, chunk.owners, world, capacity);
-    lowering::SplitRequest request{.task = tasks.gradient[static_cast<std::size_t>(last_mb)]};
-    for (const ParamTensor& t : tensors) request.cuts.push_back(t.layer);
-    chunk.request = requests.size();
-    requests.push_back(std::move(request));
-    out.chunks.push_back(std::move(chunk));
-  }
-  return out;
-}
-
 class RankPass {
  public:
-  RankPass(SyncContext& ctx, const SyncOptions& options, const RankPlan& plan)
-      : ctx_(ctx), options_(options), plan_(plan) {}
+  RankPass(SyncContext& ctx, const SyncOptions& options, ir::RankId rank)
+      : ctx_(ctx), options_(options), rank_(rank) {}
 
-  void startup_broadcasts();
-  void reduces(const ChunkPlan& chunk, const std::vector<TaskId>& pieces);
-  void broadcasts_after_step();
+  void startup_broadcast(const PlannedBucket& unit);
+  /// Places the reduce after the piece that produces its last gradient and returns it.
+  TaskId reduce(const PlannedBucket& unit, const std::vector<TaskId>& pieces, std::int32_t mb);
+  /// _flush_reduce_calls: what runs after the chunk's backward waits for its reduces.
+  void flush(const std::vector<TaskId>& pieces, const std::vector<TaskId>& issued);
+  void broadcasts_after_step(const std::vector<const PlannedBucket*>& units);
 
  private:
-  TaskId reduce(const ChunkPlan& chunk, TaskId piece, std::int64_t numel, std::int32_t owner,
-                const std::string& what);
-
   SyncContext& ctx_;
   const SyncOptions& options_;
-  const RankPlan& plan_;
-  std::int32_t next_id_ = 0;
+  ir::RankId rank_;
 };
 
-void RankPass::startup_broadcasts() {
-  const std::vector<TaskId>& order = ctx_.builder().data().issue_order[plan_.rank.index()];
-  const std::vector<TaskId> compute = ctx_.compute_order(plan_.rank);
+void RankPass::startup_broadcast(const PlannedBucket& unit) {
+  const std::vector<TaskId>& order = ctx_.builder().data().issue_order[rank_.index()];
   if (order.empty()) return;
-  const std::int64_t bytes = ctx_.input().param_bytes;
-  for (std::int32_t c = 0; c < ctx_.num_chunks(plan_.rank); ++c) {
-    const auto& tensors = ctx_.params(plan_.rank)[static_cast<std::size_t>(c)].tensors;
-    if (tensors.empty()) continue;
-    const TaskId bc = ctx_.collective(
-        plan_.rank, {.kind = lowering::GroupKind::kData,
-                     .op = ir::CollectiveOp::kBroadcast,
-                     .bytes = total_numel(tensors) * bytes,
-                     .dtype = SyncContext::dtype_of(bytes),
-                     .bucket = next_id_++,
-                     .chunk = c,
-                     .label = "fairscale start-up broadcast of chunk " + std::to_string(c) +
-                              " from rank 0 (" + std::to_string(tensors.size()) + " tensors)",
-                     .root_replica = 0});
-    std::get<ir::Collective>(ctx_.builder().task(bc).op).count =
-        static_cast<std::int32_t>(tensors.size());
-    ctx_.issue_before(order.front(), bc);
-    if (!compute.empty()) ctx_.builder().precede(bc, compute.front());
-  }
+  const std::vector<TaskId> compute = ctx_.compute_order(rank_);
+  const auto tensors = static_cast<std::int32_t>(unit.bucket.tensors.size());
+  const TaskId bc = ctx_.collective(
+      rank_, {.kind = lowering::GroupKind::kData,
+              .op = ir::CollectiveOp::kBroadcast,
+              .bytes = unit.bucket.numel * ctx_.input().param_bytes,
+              .dtype = SyncContext::dtype_of(ctx_.input().param_bytes),
+              .bucket = unit.id,
+              .chunk = unit.chunk,
+              .label = "fairscale start-up broadcast of chunk " + std::to_string(unit.chunk) +
+                       " from rank 0 (" + std::to_string(tensors) + " tensors)",
+              .root_replica = 0,
+              .count = tensors});
+  ctx_.issue_before(order.front(), bc);
+  if (!compute.empty()) ctx_.builder().precede(bc, compute.front());
 }
 
-TaskId RankPass::reduce(const ChunkPlan& chunk, TaskId piece, std::int64_t numel,
-                        std::int32_t owner, const std::string& what) {
-  const std::int32_t mb = chunk.last_mb;
+TaskId RankPass::reduce(const PlannedBucket& unit, const std::vector<TaskId>& pieces,
+                        std::int32_t mb) {
+  const Bucket& bucket = unit.bucket;
+  const std::string what = bucket.tensors.size() == 1
+                               ? ctx_.params(rank_)[static_cast<std::size_t>(unit.chunk)]
+                                     .tensors[static_cast<std::size_t>(bucket.tensors.front())]
+                                     .name
+                               : "bucket of " + std::to_string(bucket.tensors.size()) + " tensors";
+  // A bucket goes when its last member checks in: the lowest layer's (gradient-ready order).
+  const TaskId piece = ctx_.piece_with_layer(pieces, bucket.lowest_layer);
   const TaskId r = ctx_.collective(
-      plan_.rank, {.kind = lowering::GroupKind::kData,
-                   .op = ir::CollectiveOp::kReduce,
-                   .bytes = numel * ctx_.input().grad_bytes,
-                   .dtype = SyncContext::dtype_of(ctx_.input().grad_bytes),
-                   .bucket = next_id_++,
-                   .chunk = chunk.chunk,
-                   .microbatch = mb,
-                   .label = "fairscale reduce " + what + " to owner " + std::to_string(owner) +
-                            " after backward mb " + std::to_string(mb),
-                   .deps = {piece},
-                   .root_replica = owner});
+      rank_, {.kind = lowering::GroupKind::kData,
+              .op = ir::CollectiveOp::kReduce,
+              .bytes = bucket.numel * ctx_.input().grad_bytes,
+              .dtype = SyncContext::dtype_of(ctx_.input().grad_bytes),
+              .bucket = unit.id,
+              .chunk = unit.chunk,
+              .microbatch = mb,
+              .label = "fairscale reduce " + what + " to owner " + std::to_string(bucket.owner) +
+                       " after backward mb " + std::to_string(mb),
+              .deps = {piece},
+              .root_replica = bucket.owner});
   ctx_.issue_after(piece, r);
   return r;
 }
 
-void RankPass::reduces(const ChunkPlan& chunk, const std::vector<TaskId>& pieces) {
-  const auto& tensors = ctx_.params(plan_.rank)[static_cast<std::size_t>(chunk.chunk)].tensors;
-  std::vector<std::int32_t> bucket_of(tensors.size(), -1);
-  for (std::size_t b = 0; b < chunk.plan.buckets.size(); ++b) {
-    for (std::int32_t t : chunk.plan.buckets[b].tensors)
-      bucket_of[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(b);
-  }
-  std::vector<std::size_t> checked_in(chunk.plan.buckets.size(), 0);
-  std::vector<TaskId> issued;
-  for (std::int32_t t : gradient_ready_order(tensors)) {
-    const ParamTensor& tensor = tensors[static_cast<std::size_t>(t)];
-    const TaskId piece = ctx_.piece_with_layer(pieces, tensor.layer);
-    const std::int32_t b = bucket_of[static_cast<std::size_t>(t)];
-    if (b < 0) {
-      issued.push_back(reduce(chunk, piece, tensor.numel, chunk.owners[static_cast<std::size_t>(t)],
-                              tensor.name));
-      continue;
-    }
-    const Bucket& bucket = chunk.plan.buckets[static_cast<std::size_t>(b)];
-    if (++checked_in[static_cast<std::size_t>(b)] < bucket.tensors.size()) continue;
-    issued.push_back(reduce(chunk, piece, bucket.numel, bucket.owner,
-                            "bucket of " + std::to_string(bucket.tensors.size()) + " tensors"));
-  }
-  // _flush_reduce_calls: the compute stream waits for every handle.
+void RankPass::flush(const std::vector<TaskId>& pieces, const std::vector<TaskId>& issued) {
   ir::TaskId next;
-  const std::vector<TaskId> compute = ctx_.compute_order(plan_.rank);
+  const std::vector<TaskId> compute = ctx_.compute_order(rank_);
   const auto it = std::find(compute.begin(), compute.end(), pieces.back());
   if (it != compute.end() && it + 1 != compute.end()) next = *(it + 1);
-  const TaskId step = ctx_.optimizer_step(plan_.rank);
+  const TaskId step = ctx_.optimizer_step(rank_);
   for (TaskId r : issued) {
     if (next.valid()) ctx_.builder().precede(r, next);
     if (step.valid() && step != next) ctx_.builder().precede(r, step);
   }
 }
 
-void RankPass::broadcasts_after_step() {
-  const TaskId step = ctx_.optimizer_step(plan_.rank);
+void RankPass::broadcasts_after_step(const std::vector<const PlannedBucket*>& units) {
+  const TaskId step = ctx_.optimizer_step(rank_);
   if (!step.valid()) return;
-  ctx_.issue_after(step, ctx_.host_wait(plan_.rank, step, "oss torch.cuda.synchronize"));
+  ctx_.issue_after(step, ctx_.host_wait(rank_, step, "oss torch.cuda.synchronize"));
   const std::int64_t param_bytes = ctx_.input().param_bytes;
   const bool fp16 = options_.broadcast_fp16 && param_bytes == 4;
   std::vector<TaskId> broadcasts;
-  for (std::size_t owner = 0; owner < plan_.owner_numel.size(); ++owner) {
-    const std::int64_t numel = plan_.owner_numel[owner];
-    if (numel == 0) continue;  // no bucket for an owner without parameters
+  for (const PlannedBucket* unit : units) {
+    const std::int64_t numel = unit->bucket.numel;
+    const std::int32_t owner = unit->bucket.owner;
     const TaskId bc = ctx_.collective(
-        plan_.rank, {.kind = lowering::GroupKind::kData,
-                     .op = ir::CollectiveOp::kBroadcast,
-                     .bytes = numel * (fp16 ? 2 : param_bytes),
-                     .dtype = fp16 ? ir::DType::kFp16 : SyncContext::dtype_of(param_bytes),
-                     .bucket = next_id_++,
-                     .label = "oss broadcast of owner " + std::to_string(owner) + "'s " +
-                              std::to_string(numel) + " elements after the step",
-                     .root_replica = static_cast<std::int32_t>(owner)});
+        rank_, {.kind = lowering::GroupKind::kData,
+                .op = ir::CollectiveOp::kBroadcast,
+                .bytes = numel * (fp16 ? 2 : param_bytes),
+                .dtype = fp16 ? ir::DType::kFp16 : SyncContext::dtype_of(param_bytes),
+                .bucket = unit->id,
+                .label = "oss broadcast of owner " + std::to_string(owner) + "'s " +
+                         std::to_string(numel) + " elements after the step",
+                .root_replica = owner});
     ctx_.issue_after(step, bc);
     broadcasts.push_back(bc);
   }
   for (TaskId bc : broadcasts)
-    ctx_.issue_after(step, ctx_.host_wait(plan_.rank, bc, "oss wait for the broadcasts"));
+    ctx_.issue_after(step, ctx_.host_wait(rank_, bc, "oss wait for the broadcasts"));
 }
+
+/// The backward of each chunk that reduces: cut at every tensor's layer (fairscale's hooks).
+struct ChunkSplit {
+  std::int32_t last_mb = -1;  // last_gradient_microbatch; -1: the chunk does not reduce
+  std::size_t request = 0;    // into the split requests
+};
 
 }  // namespace
 
 void add_fairscale_sync(SyncContext& ctx, const SyncOptions& options) {
-  std::vector<RankPlan> plans;
+  const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(ctx.input(), options);
   std::vector<lowering::SplitRequest> requests;
-  for (std::int32_t r = 0; r < ctx.num_ranks(); ++r)
-    plans.push_back(plan_rank(ctx, ir::RankId{r}, options, requests));
+  std::vector<std::map<std::int32_t, ChunkSplit>> splits(static_cast<std::size_t>(ctx.num_ranks()));
+  for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {
+    const ir::RankId rank{r};
+    for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {
+      const auto& tensors = ctx.params(rank)[static_cast<std::size_t>(c)].tensors;
+      const std::int32_t last_mb = ctx.last_gradient_microbatch(rank, c);
+      if (last_mb < 0 || tensors.empty()) continue;  // forward only, or nothing to reduce
+      lowering::SplitRequest request{
+          .task = ctx.chunk_tasks(rank, c).gradient[static_cast<std::size_t>(last_mb)]};
+      for (const ParamTensor& t : tensors) request.cuts.push_back(t.layer);
+      splits[static_cast<std::size_t>(r)][c] = {.last_mb = last_mb, .request = requests.size()};
+      requests.push_back(std::move(request));
+    }
+  }
   const std::vector<std::vector<TaskId>> pieces = ctx.split(requests);
-  for (const RankPlan& plan : plans) {
-    RankPass pass(ctx, options, plan);
-    if (options.iteration == Iteration::kWarmup) pass.startup_broadcasts();
-    for (const ChunkPlan& chunk : plan.chunks) pass.reduces(chunk, pieces[chunk.request]);
-    pass.broadcasts_after_step();
+  for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {
+    const ir::RankId rank{r};
+    RankPass pass(ctx, options, rank);
+    const auto& chunk_splits = splits[static_cast<std::size_t>(r)];
+    std::vector<const PlannedBucket*> after_step;
+    std::int32_t reducing = -1;  // the chunk whose reduces are being placed
+    std::vector<TaskId> issued;
+    const auto flush = [&] {
+      if (reducing >= 0) pass.flush(pieces[chunk_splits.at(reducing).request], issued);
+      issued.clear();
+      reducing = -1;
+    };
+    for (const PlannedBucket& unit : planned[static_cast<std::size_t>(ctx.pipeline_rank(rank))]) {
+      if (unit.role == BucketRole::kBroadcastParameters) {
+        if (unit.chunk == kAllChunks) {
+          after_step.push_back(&unit);
+        } else {
+          pass.startup_broadcast(unit);
+        }
+        continue;
+      }
+      if (unit.chunk != reducing) flush();
+      const auto split = chunk_splits.find(unit.chunk);
+      if (split == chunk_splits.end()) continue;
+      reducing = unit.chunk;
+      issued.push_back(pass.reduce(unit, pieces[split->second.request], split->second.last_mb));
+    }
+    flush();
+    pass.broadcasts_after_step(after_step);
   }
 }
 

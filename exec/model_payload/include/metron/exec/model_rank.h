@@ -23,18 +23,25 @@
 //     stage's backward is one piece of work here, so the first piece of a (stage, microbatch,
 //     phase) runs all of it and the later pieces nothing: every gradient a bucket's collective
 //     reads after its piece exists by then, as it does in the real system.
-//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt): a collective's bucket tag and
-//     chunk name one of sync::policy_buckets' buckets, the same function the graph's pass took
-//     them from. Its members' gradients are packed one after another into a flat fp32 buffer of
-//     the collective's size (what is left is padding, zeros), each divided by dp first (DDP's
-//     default hook and Megatron's gradient scaling both average that way), reduced, and
-//     unpacked: all of it after an all-reduce, the rank's chunk after a reduce-scatter. The
-//     layout inside a bucket is the payload's (Megatron aligns each tensor to 64 elements);
-//     sums and shards are the same whatever the order, as long as every replica packs alike.
-//   - A rank with reduce-scattered buckets steps only its shard of each (AdamW's state kept
-//     for those elements), and the all-gather after the step hands every replica the updated
-//     values (Megatron's distributed optimizer); otherwise the whole stage steps.
-//   - Not run yet, and refused by name at construction: other policies' collectives, tensor-
+//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp): a collective's
+//     bucket tag names one of sync::policy_buckets' buckets, the same function the graph's pass
+//     took them from, and its role (bucket_plan.h) must be what the collective's op does. Its
+//     members' gradients (or parameters, for a gather or broadcast) are packed one after another
+//     into a flat fp32 buffer of the collective's size (what is left is padding, zeros), from
+//     every stage they belong to (an OSS owner's tensors span the rank's chunks), gradients
+//     divided by dp first (DDP's default hook, Megatron's gradient scaling and ShardedDDP's
+//     world-size scaling all average that way), run, and unpacked: all of it after an
+//     all-reduce, gather or broadcast, the rank's chunk after a reduce-scatter, everything on
+//     the root after a reduce and nothing elsewhere. The layout inside a bucket is the
+//     payload's (Megatron aligns each tensor to 64 elements); sums and shards are the same
+//     whatever the order, as long as every replica packs alike.
+//   - Where a stage's buckets shard the optimizer, the rank steps only what it owns (AdamW's
+//     state kept for those elements): its chunk of each reduce-scattered bucket (Megatron's
+//     distributed optimizer; the all-gather after the step hands every replica the updated
+//     values), the buckets reduced to it (fairscale's OSS; its broadcasts after the step do
+//     the same). Otherwise the whole stage steps.
+//   - Not run yet, and refused by name at construction: other policies' collectives (ZeRO's and
+//     FSDP's parameter gathers inside the forward), fp16 broadcasts and compression hooks, tensor-
 //     parallel ones (the graph's intra-layer collectives do not say which tensor they carry),
 //     gathers in the next step's forward (overlap_param_gather: after the run's last step the
 //     other replicas' shards are never gathered), a forward cut into pieces, DualPipe's F&B

@@ -13,24 +13,57 @@
 
 namespace metron::sync {
 
-/// One bucket of one chunk of a pipeline rank.
+/// What the collectives of a planned bucket do with its tensors.
+enum class BucketRole : std::uint8_t {
+  /// Reduce the gradients among the replicas: all-reduce (ddp, megatron-ddp), or reduce-scatter
+  /// and all-gather the stepped parameters back (megatron-distopt).
+  kGradients,
+  /// Reduce the gradients to bucket.owner, whose optimizer alone steps them (fairscale).
+  kReduceToOwner,
+  /// Broadcast the parameters from bucket.owner: fairscale's start-up broadcast (owner 0) and
+  /// OSS's broadcast of each owner's parameters after the step.
+  kBroadcastParameters,
+};
+
+/// `PlannedBucket::chunk` of a bucket that holds tensors of every chunk of the rank.
+inline constexpr std::int32_t kAllChunks = -1;
+
+/// One bucket of a pipeline rank.
 struct PlannedBucket {
+  /// The chunk whose tensors `bucket.tensors` index; kAllChunks: they index the rank's chunks'
+  /// tensors one after another, chunk 0 first (OSS's registration order; bucket_members).
   std::int32_t chunk = 0;
   std::int32_t id = 0;  ///< ir::Task::bucket of its collectives: unique per rank
-  Bucket bucket;        ///< tensors index the chunk's SyncInput tensors
+  Bucket bucket;
+  BucketRole role = BucketRole::kGradients;
 };
+
+/// One tensor of a pipeline rank: its chunk and its index among the chunk's tensors.
+struct TensorRef {
+  std::int32_t chunk = 0;
+  std::int32_t tensor = 0;
+  friend bool operator==(const TensorRef&, const TensorRef&) = default;
+};
+
+/// The tensors of `bucket` in bucket order, resolved against the rank's `chunks`.
+std::vector<TensorRef> bucket_members(const std::vector<ChunkParams>& chunks,
+                                      const PlannedBucket& bucket);
 
 /// Per pipeline rank (SyncInput::params' index), the buckets of the chunks in chunk order, ids
 /// counted on across them: ddp's (ddp_buckets, gradient-ready order, [first_bucket_bytes,
 /// bucket_size] from the steady state on), megatron-ddp's and megatron-distopt's
 /// (megatron_buckets: one bucket per buffer unless overlap_grad_reduce on pipeline rank 0's
-/// chunk 0; sharded over dp / instances). Throws InvalidConfig for the other policies, whose
-/// units are not buckets of one gradient buffer.
+/// chunk 0; sharded over dp / instances), all kGradients; fairscale-sdp's (Note [fairscale
+/// sync] in sync_fairscale.cc): with Iteration::kWarmup each chunk's start-up broadcast, then
+/// per chunk its reduces in the order its backward issues them (a tensor reduced alone, or an
+/// owner's bucket when its last member checks in), then per owner the OSS broadcast of its
+/// tensors over all chunks. Throws InvalidConfig for the other policies, whose units are not
+/// buckets of one gradient buffer.
 std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
                                                        const SyncOptions& options);
 
-/// The buckets of `chunk` among one rank's planned buckets, and the id of the first (a chunk's
-/// ids are consecutive); no buckets and the next free id for a chunk without any.
+/// The buckets of `chunk` (>= 0) among one rank's planned buckets, and the id of the first (a
+/// chunk's ids are consecutive); no buckets and the next free id for a chunk without any.
 struct ChunkBuckets {
   std::vector<Bucket> buckets;
   std::int32_t first_id = 0;

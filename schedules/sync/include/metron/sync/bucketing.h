@@ -28,6 +28,15 @@ struct Bucket {
   friend bool operator==(const Bucket&, const Bucket&) = default;
 };
 
+/// A bucket of `members` (indices into `tensors`, non-empty) in that order: their numel, their
+/// layer span, no padding, no owner.
+Bucket make_bucket(const std::vector<ParamTensor>& tensors, std::vector<std::int32_t> members);
+
+/// Gradient-ready order at layer granularity: the backward reaches higher layers first, and
+/// within one layer autograd finishes the later-registered parameters first (reverse
+/// registration). Tensor indices.
+std::vector<std::int32_t> grad_ready_order(const std::vector<ParamTensor>& tensors);
+
 /// PyTorch's compute_bucket_assignment_by_size: walks `order` (tensor indices), appending each
 /// tensor (numel · element_bytes bytes) to the current bucket and closing it once its bytes reach
 /// (>=) the current limit (so a bucket may overshoot by one tensor, and a tensor at or above the

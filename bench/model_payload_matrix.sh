@@ -37,9 +37,12 @@ syncs=(
   "megatron-ddp dp2 overlap|--dp 2 --sync megatron-ddp --overlap-grad-reduce --bucket-size 20000"
   "megatron-distopt dp2|--dp 2 --sync megatron-distopt"
   "megatron-distopt dp4|--dp 4 --sync megatron-distopt"
-  "fairscale-sdp dp2|--dp 2 --sync fairscale-sdp"
+  "megatron-distopt dp2 opg|--dp 2 --sync megatron-distopt --overlap-grad-reduce --overlap-param-gather --bucket-size 20000"
+  "fairscale-sdp dp2|--dp 2 --sync fairscale-sdp --bucket-size 5000"
   "zero3 dp2|--dp 2 --sync zero3"
+  "fsdp1 dp2|--dp 2 --sync fsdp1"
   "fsdp2 dp2|--dp 2 --sync fsdp2"
+  "fsdp2 dp4|--dp 4 --sync fsdp2"
   "tp2|--tp 2"
 )
 

@@ -73,11 +73,19 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
                              .sync = {.input = step.sync_input, .buckets = {}}};
   if (!step.sync_input.params.empty()) {
     const sync::SyncPolicy policy = scenario.sync.policy;
-    if (policy != sync::SyncPolicy::kDdp && policy != sync::SyncPolicy::kMegatronDdp &&
-        policy != sync::SyncPolicy::kMegatronDistopt && policy != sync::SyncPolicy::kFairscaleSdp) {
+    if (policy == sync::SyncPolicy::kZero1 || policy == sync::SyncPolicy::kZero2 ||
+        policy == sync::SyncPolicy::kZero3) {
       throw InvalidConfig("--payload model: --sync " + std::string(sync::to_string(policy)) +
                           " is not run by the model payload yet; expected ddp, megatron-ddp, "
-                          "megatron-distopt or fairscale-sdp (or dp 1)");
+                          "megatron-distopt, fairscale-sdp, fsdp1 or fsdp2 (or dp 1)");
+    }
+    const bool fsdp = policy == sync::SyncPolicy::kFsdp1 || policy == sync::SyncPolicy::kFsdp2;
+    if (fsdp &&
+        sync::fsdp_shard_size(step.sync_input, scenario.sync) != step.sync_input.data_parallel) {
+      throw InvalidConfig(
+          "--payload model: HSDP (a shard group smaller than dp, whose shards are all-reduced "
+          "over the replicate group) is not run by the model payload yet; expected the whole "
+          "data-parallel group as FSDP's shard group");
     }
     payload.sync.buckets = sync::policy_buckets(step.sync_input, scenario.sync);
   }

@@ -47,11 +47,14 @@ TEST_F(Cli, RunWithTheModelPayloadSyncsRealGradientsOverReplicas) {
   // 2 replicas of a 2-stage pipeline, 4 processes: Megatron's distributed optimizer (gradients
   // reduce-scattered, each replica stepping its shard, parameters all-gathered), DDP's
   // all-reduced buckets under zero-bubble H1 (small buckets: the backward cut at their edges),
-  // and fairscale's reduces to each tensor's owner, whose OSS shard alone steps, then broadcasts
-  // from every owner (two chunks per rank: an owner's tensors span both stages).
+  // fairscale's reduces to each tensor's owner, whose OSS shard alone steps, then broadcasts
+  // from every owner (two chunks per rank: an owner's tensors span both stages), and FSDP2's
+  // per-layer gathers and reduce-scatters (the run ends with each rank holding its shard
+  // current: the check consolidates the replicas' records).
   for (const std::string flags :
        {"--sync megatron-distopt", "--sync ddp --bucket-size 20000 --schedule zb-h1",
-        "--sync fairscale-sdp --bucket-size 5000 --schedule interleaved-1f1b --vp 2"}) {
+        "--sync fairscale-sdp --bucket-size 5000 --schedule interleaved-1f1b --vp 2",
+        "--sync fsdp2 --schedule zb-h1"}) {
     const Outcome r = metron("run --payload model --check --pp 2 --dp 2 --iterations 1 " +
                              std::string("--warmup 1 ") + flags);
     ASSERT_EQ(r.code, 0) << flags << ": " << r.err;
@@ -65,6 +68,7 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
   const std::pair<std::string, std::string> refusals[] = {
       {"--check", "--check: the timing payload computes no values to check"},
       {"--payload model --dp 2 --sync zero3", "--sync zero3 is not run by the model payload yet"},
+      {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
       {"--payload model --model gpt3-125m", "tied embeddings"},
       {"--payload model --schedule dualpipe-v", "DualPipe F&B unit"},

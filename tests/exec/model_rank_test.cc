@@ -131,13 +131,15 @@ struct Config {
   std::string sync = "ddp";
   bool overlap_grad_reduce = false;
   bool warmup = false;  ///< the first iteration's graph (fairscale: start-up broadcasts)
+  /// Megatron: gathers in the next forward's pre-hooks, small buckets (the forward cut at them).
+  bool overlap_param_gather = false;
 };
 
 // gtest looks this name up to print a parameter.
 void PrintTo(const Config& c, std::ostream* out) {  // NOLINT(readability-identifier-naming)
   *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches << " dp "
        << c.dp << " " << c.sync << (c.overlap_grad_reduce ? " overlap-grad-reduce" : "")
-       << (c.warmup ? " warmup" : "");
+       << (c.warmup ? " warmup" : "") << (c.overlap_param_gather ? " overlap-param-gather" : "");
 }
 
 scenario::Scenario scenario_of(const Config& c) {
@@ -151,6 +153,11 @@ scenario::Scenario scenario_of(const Config& c) {
   s.sync = {.policy = *sync::parse_sync_policy(c.sync)};
   if (c.overlap_grad_reduce) s.sync.overlap_grad_reduce = true;
   if (c.warmup) s.sync.iteration = sync::Iteration::kWarmup;
+  if (c.overlap_param_gather) {
+    s.sync.overlap_grad_reduce = true;
+    s.sync.overlap_param_gather = true;
+    s.sync.bucket_size = 500;
+  }
   // Small buckets, so that a backward is cut at bucket boundaries and buckets are several.
   if (c.sync == "ddp") s.sync.bucket_size = 2048;
   // fairscale: elements per owner bucket; the larger tensors are reduced on their own.
@@ -245,35 +252,44 @@ TEST_P(ModelRankSchedules, TrainsAsTheSingleProcessReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Schedules, ModelRankSchedules,
-    ::testing::Values(Config{.schedule = "1f1b"}, Config{.schedule = "gpipe"},
-                      Config{.schedule = "interleaved-1f1b", .vp = 2},
-                      Config{.schedule = "looped-bfs", .vp = 2}, Config{.schedule = "zb-h1"},
-                      Config{.schedule = "zb-h2"}, Config{.schedule = "zb-v", .vp = 2},
-                      Config{.schedule = "1f1b", .pp = 4},
-                      Config{.schedule = "1f1b", .dp = 2, .sync = "ddp"},
-                      // Backwards from the highest microbatch down: DDP reduces after the last
-                      // one run (a sync pass that reduced after microbatch 3 failed this).
-                      Config{.schedule = "looped-bfs", .vp = 2, .dp = 2, .sync = "ddp"},
-                      Config{.schedule = "zb-h1", .dp = 2, .sync = "megatron-distopt"},
-                      Config{.schedule = "interleaved-1f1b",
-                             .vp = 2,
-                             .dp = 2,
-                             .sync = "megatron-ddp",
-                             .overlap_grad_reduce = true},
-                      Config{.schedule = "zb-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"},
-                      // Reduces to each tensor's owner, OSS steps the owned tensors and
-                      // broadcasts them; with two chunks an owner's tensors span both stages.
-                      Config{.schedule = "1f1b", .dp = 2, .sync = "fairscale-sdp"},
-                      Config{.schedule = "interleaved-1f1b",
-                             .vp = 2,
-                             .dp = 2,
-                             .sync = "fairscale-sdp",
-                             .warmup = true},
-                      Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "fairscale-sdp"}),
+    ::testing::Values(
+        Config{.schedule = "1f1b"}, Config{.schedule = "gpipe"},
+        Config{.schedule = "interleaved-1f1b", .vp = 2}, Config{.schedule = "looped-bfs", .vp = 2},
+        Config{.schedule = "zb-h1"}, Config{.schedule = "zb-h2"},
+        Config{.schedule = "zb-v", .vp = 2}, Config{.schedule = "1f1b", .pp = 4},
+        Config{.schedule = "1f1b", .dp = 2, .sync = "ddp"},
+        // Backwards from the highest microbatch down: DDP reduces after the last
+        // one run (a sync pass that reduced after microbatch 3 failed this).
+        Config{.schedule = "looped-bfs", .vp = 2, .dp = 2, .sync = "ddp"},
+        Config{.schedule = "zb-h1", .dp = 2, .sync = "megatron-distopt"},
+        Config{.schedule = "interleaved-1f1b",
+               .vp = 2,
+               .dp = 2,
+               .sync = "megatron-ddp",
+               .overlap_grad_reduce = true},
+        Config{.schedule = "zb-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"},
+        // Reduces to each tensor's owner, OSS steps the owned tensors and
+        // broadcasts them; with two chunks an owner's tensors span both stages.
+        Config{.schedule = "1f1b", .dp = 2, .sync = "fairscale-sdp"},
+        Config{.schedule = "interleaved-1f1b",
+               .vp = 2,
+               .dp = 2,
+               .sync = "fairscale-sdp",
+               .warmup = true},
+        Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "fairscale-sdp"},
+        // Forwards cut at gather points run at their last piece; after the last
+        // step each rank holds only its shard current, and the record is
+        // consolidated from the owners.
+        Config{
+            .schedule = "1f1b", .dp = 2, .sync = "megatron-distopt", .overlap_param_gather = true},
+        Config{.schedule = "1f1b", .dp = 2, .sync = "fsdp2"},
+        Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "fsdp1"},
+        Config{.schedule = "zb-h1", .dp = 2, .sync = "fsdp2"}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
                          std::to_string(param.param.dp) + "_" + param.param.sync +
-                         (param.param.warmup ? "_warmup" : "");
+                         (param.param.warmup ? "_warmup" : "") +
+                         (param.param.overlap_param_gather ? "_overlap_param_gather" : "");
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
@@ -311,15 +327,6 @@ std::string refusal(const scenario::Scenario& s) {
 TEST(ModelRank, RefusesWhatItCannotRunByName) {
   Config c{.schedule = "1f1b", .dp = 2, .sync = "megatron-distopt"};
   scenario::Scenario s = scenario_of(c);
-  s.sync.overlap_grad_reduce = true;
-  s.sync.overlap_param_gather = true;
-  s.sync.bucket_size = 500;  // elements: several buckets, so that the forward is cut
-  EXPECT_THAT(refusal(s), ::testing::HasSubstr("a forward cut at bucket boundaries"));
-  // One bucket: the forward stays whole, but the step's gathers wait for the next forward, so
-  // the run's last parameters would be checked half gathered.
-  s.sync.bucket_size.reset();
-  EXPECT_THAT(refusal(s), ::testing::HasSubstr("(overlap_param_gather)"));
-  s = scenario_of(c);
   s.sync.comm_hook = sync::CommHook::kBf16Compress;
   s.sync.policy = sync::SyncPolicy::kDdp;
   EXPECT_THAT(refusal(s), ::testing::HasSubstr("carries bf16"));
@@ -338,15 +345,36 @@ TEST(ModelRank, RecordsSurviveTheirEncoding) {
   record.record.losses = {{1.5F, std::numeric_limits<float>::quiet_NaN()}, {2.5F, 0.25F}};
   record.record.parameters["layers.0.mlp.fc1.weight"] = {1, 2, 3};
   record.record.parameters["output.weight"] = {};
+  record.stale["layers.0.mlp.fc1.weight"] = {0, 2};
   const RankRecord back = decode_record(encode_record(record));
   EXPECT_EQ(back.replica, 3);
   EXPECT_EQ(back.record.parameters, record.record.parameters);
+  EXPECT_EQ(back.stale, record.stale);
   ASSERT_EQ(back.record.losses.size(), 2U);
   EXPECT_EQ(back.record.losses[1], record.record.losses[1]);
   EXPECT_TRUE(std::isnan(back.record.losses[0][1]));
   const std::string bytes = encode_record(record);
   EXPECT_THROW(decode_record(bytes.substr(0, bytes.size() - 1)), InvalidConfig);
   EXPECT_THROW(decode_record(bytes + "x"), InvalidConfig);
+}
+
+TEST(ModelRank, AReplicasStaleElementsComeFromTheReplicaThatHoldsThemCurrent) {
+  // Two replicas of one rank each, each stepping half of "w" (FSDP's shards): replica 0 holds
+  // elements 2 and 3 stale, replica 1 elements 0 and 1; "b" is stale at element 1 on both, so
+  // no replica holds it current.
+  RankRecord first{.replica = 0};
+  first.record.parameters = {{"w", {1, 2, -3, -4}}, {"b", {5, 6}}};
+  first.stale = {{"w", {2, 3}}, {"b", {1}}};
+  RankRecord second{.replica = 1};
+  second.record.parameters = {{"w", {-1, -2, 3, 4}}, {"b", {5, 7}}};
+  second.stale = {{"w", {0, 1}}, {"b", {1}}};
+  const std::vector<RankRecord> ranks{first, second};
+  for (std::int32_t d = 0; d < 2; ++d) {
+    const TrainingRecord r = replica_record(ranks, d);
+    EXPECT_EQ(r.parameters.at("w"), (std::vector<float>{1, 2, 3, 4})) << d;
+    EXPECT_EQ(r.parameters.at("b")[0], 5.0F);
+    EXPECT_TRUE(std::isnan(r.parameters.at("b")[1])) << d;
+  }
 }
 
 }  // namespace

@@ -36,11 +36,14 @@ struct HeldStage {
   HeldStage(const GptConfig& config, const StageSlice& slice) : stage(config, slice) {
     exp_avg.assign(stage.flat_parameters().size(), 0.0F);
     exp_avg_sq.assign(stage.flat_parameters().size(), 0.0F);
+    stale.assign(stage.flat_parameters().size(), false);
   }
   std::mutex mutex;
   GptStage stage;
   std::vector<float> exp_avg;
   std::vector<float> exp_avg_sq;
+  /// By flat parameter: stepped by another replica and not gathered or broadcast here since.
+  std::vector<bool> stale;
 };
 
 /// Where a bucket's buffer element lives: a stage's flat parameters and gradients; padding
@@ -121,7 +124,6 @@ struct ModelRank::Impl {
       stages.emplace(
           stage, std::make_unique<HeldStage>(setup.model, slices[static_cast<std::size_t>(stage)]));
     }
-    refuse_gathers_before_the_step();
     if (build) lay_out_buckets(pipeline_ranks);
     losses.assign(static_cast<std::size_t>(setup.steps),
                   std::vector<float>(static_cast<std::size_t>(setup.microbatches), kNoLoss));
@@ -149,16 +151,6 @@ struct ModelRank::Impl {
       }
       if (my_replica) stage_rank[task.stage.value()] = task.rank.value();
       if (mine && task.chunk.valid()) chunk_stage[task.chunk.value()] = task.stage.value();
-      const StageSlice& slice = slices[static_cast<std::size_t>(task.stage.value())];
-      const ir::LayerRange whole{static_cast<std::int32_t>(slice.first_layer),
-                                 static_cast<std::int32_t>(slice.first_layer + slice.layers)};
-      if (mine && c->phase == ir::Phase::kForward && !task.layers.empty() && task.layers != whole) {
-        throw InvalidConfig("model payload: " + task_name(task) + " runs layers " +
-                            std::to_string(task.layers.first) + "-" +
-                            std::to_string(task.layers.last - 1) +
-                            " of its stage only: a forward cut at bucket boundaries (parameter "
-                            "gathers in its pre-hooks) is not run yet");
-      }
       return;
     }
     if (!mine) return;
@@ -270,25 +262,6 @@ struct ModelRank::Impl {
     }
   }
 
-  /// Megatron's overlap_param_gather gathers the updated parameters in the next step's forward,
-  /// so after the run's last step other replicas' shards are not gathered yet, and the
-  /// parameters a rank holds are not the step's. Until a run ends with that gather (Megatron's
-  /// finish_param_sync), such a graph is refused: an all-gather issued before the step.
-  void refuse_gathers_before_the_step() const {
-    for (const ir::TaskId t : graph.issue_order(rank)) {
-      const ir::Task& task = graph.task(t);
-      if (const auto* c = std::get_if<ir::Compute>(&task.op)) {
-        if (c->phase == ir::Phase::kOptimizer) return;
-      }
-      const auto* g = std::get_if<ir::Collective>(&task.op);
-      if (g != nullptr && g->op == ir::CollectiveOp::kAllGather && task.bucket.valid()) {
-        refuse(task,
-               "gathers parameters for the step's forward (overlap_param_gather): the "
-               "run's last parameters would not all be gathered when it ends; not run yet");
-      }
-    }
-  }
-
   /// Where each bucket's elements live in the rank's stages (Note [model rank]).
   void lay_out_buckets(std::int32_t pipeline_ranks) {
     if (buckets.empty()) return;
@@ -365,9 +338,10 @@ struct ModelRank::Impl {
       const std::lock_guard lock(s.mutex);
       const std::span<float> values = values_of(s);
       for (std::size_t i = first; i < last; ++i) {
-        if (b.slots[i].stage == stage) {
-          values[static_cast<std::size_t>(b.slots[i].index)] = buffer[i];
-        }
+        if (b.slots[i].stage != stage) continue;
+        const auto at = static_cast<std::size_t>(b.slots[i].index);
+        values[at] = buffer[i];
+        if (parameters) s.stale[at] = false;
       }
     }
   }
@@ -378,6 +352,14 @@ struct ModelRank::Impl {
       throw BackendError("model payload: " + task_name(task) + ": the rank holds no such stage");
     }
     return *found->second;
+  }
+
+  /// Whether the task runs its stage's last layer (or names no layers): the last piece of a
+  /// forward cut into pieces.
+  bool ends_stage(const ir::Task& task) const {
+    const StageSlice& slice = slices[static_cast<std::size_t>(task.stage.value())];
+    return task.layers.empty() ||
+           task.layers.last == static_cast<std::int32_t>(slice.first_layer + slice.layers);
   }
 
   /// True the first time this step that a piece of (stage, microbatch, phase) runs.
@@ -425,7 +407,9 @@ struct ModelRank::Impl {
   void compute(const ir::Task& task, const ir::Compute& c) {
     switch (c.phase) {
       case ir::Phase::kForward:
-        if (first_piece(task, c.phase)) forward(task);
+        // A forward cut at parameter-gather points runs at its last piece, after every gather
+        // its pieces wait for (Note [model rank]).
+        if (ends_stage(task) && first_piece(task, c.phase)) forward(task);
         return;
       case ir::Phase::kBackward:
       case ir::Phase::kBackwardInput:
@@ -542,9 +526,14 @@ struct ModelRank::Impl {
         continue;
       }
       sharded = true;
-      for (auto i = b.owned_begin; i < b.owned_end; ++i) {
+      for (std::int64_t i = 0; i < std::ssize(b.slots); ++i) {
         const Slot& slot = b.slots[static_cast<std::size_t>(i)];
-        if (slot.stage == index) shard.push_back(slot.index);
+        if (slot.stage != index) continue;
+        if (i >= b.owned_begin && i < b.owned_end) {
+          shard.push_back(slot.index);
+        } else {
+          s.stale[static_cast<std::size_t>(slot.index)] = true;  // its owner steps it
+        }
       }
     }
     const std::span<float> params = s.stage.flat_parameters();
@@ -622,7 +611,16 @@ RankRecord ModelRank::record() const {
     out.record.losses = impl_->losses;
   }
   std::vector<GptStage*> stages;
-  for (auto& [index, s] : impl_->stages) stages.push_back(&s->stage);
+  for (auto& [index, s] : impl_->stages) {
+    stages.push_back(&s->stage);
+    for (const ParameterSlot& slot : s->stage.parameter_layout()) {
+      std::vector<std::int64_t> stale;
+      for (std::int64_t e = 0; e < slot.numel; ++e) {
+        if (s->stale[static_cast<std::size_t>(slot.offset + e)]) stale.push_back(e);
+      }
+      if (!stale.empty()) out.stale[slot.name] = std::move(stale);
+    }
+  }
   out.record.parameters = parameters_by_name(stages);
   return out;
 }

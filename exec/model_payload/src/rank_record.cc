@@ -1,11 +1,36 @@
 #include "metron/exec/rank_record.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "metron/base/error.h"
 
 namespace metron::exec {
+
+namespace {
+
+bool is_stale(const RankRecord& r, const std::string& name, std::int64_t element) {
+  const auto found = r.stale.find(name);
+  return found != r.stale.end() &&
+         std::binary_search(found->second.begin(), found->second.end(), element);
+}
+
+/// The current value of `name`'s `element` on a rank of another replica, or NaN.
+float current_elsewhere(const std::vector<RankRecord>& ranks, std::int32_t replica,
+                        const std::string& name, std::int64_t element) {
+  for (const RankRecord& r : ranks) {
+    if (r.replica == replica || is_stale(r, name, element)) continue;
+    const auto found = r.record.parameters.find(name);
+    if (found != r.record.parameters.end() && element < std::ssize(found->second)) {
+      return found->second[static_cast<std::size_t>(element)];
+    }
+  }
+  return std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
 
 TrainingRecord replica_record(const std::vector<RankRecord>& ranks, std::int32_t replica) {
   TrainingRecord out;
@@ -24,9 +49,17 @@ TrainingRecord replica_record(const std::vector<RankRecord>& ranks, std::int32_t
     }
     if (r.replica != replica) continue;
     for (const auto& [name, values] : r.record.parameters) {
-      if (!out.parameters.emplace(name, values).second) {
+      const auto [at, added] = out.parameters.emplace(name, values);
+      if (!added) {
         throw InvalidConfig("training records: parameter " + name + " on two ranks of replica " +
                             std::to_string(replica));
+      }
+      const auto stale = r.stale.find(name);
+      if (stale == r.stale.end()) continue;
+      for (const std::int64_t e : stale->second) {
+        if (e >= 0 && e < std::ssize(at->second)) {
+          at->second[static_cast<std::size_t>(e)] = current_elsewhere(ranks, replica, name, e);
+        }
       }
     }
   }
@@ -40,11 +73,17 @@ void put_pod(std::string& out, T value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof value);  // NOLINT: bytes of a POD
 }
 
-void put_floats(std::string& out, const std::vector<float>& values) {
+template <class T>
+void put_values(std::string& out, const std::vector<T>& values) {
   put_pod<std::int64_t>(out, std::ssize(values));
   if (values.empty()) return;  // data() may be null, which append and memcpy must not get
-  out.append(reinterpret_cast<const char*>(values.data()),  // NOLINT: bytes of floats
-             values.size() * sizeof(float));
+  out.append(reinterpret_cast<const char*>(values.data()),  // NOLINT: bytes of PODs
+             values.size() * sizeof(T));
+}
+
+void put_name(std::string& out, const std::string& name) {
+  put_pod<std::int64_t>(out, std::ssize(name));
+  out += name;
 }
 
 struct Reader {
@@ -62,12 +101,19 @@ struct Reader {
     if (n < 0 || n > std::ssize(bytes) / element_bytes) fail();
     return n;
   }
-  std::vector<float> floats() {
-    std::vector<float> values(static_cast<std::size_t>(count(sizeof(float))));
-    if (values.empty()) return values;  // data() may be null, which memcpy must not get
-    std::memcpy(values.data(), bytes.data(), values.size() * sizeof(float));
-    bytes.remove_prefix(values.size() * sizeof(float));
-    return values;
+  template <class T>
+  std::vector<T> values() {
+    std::vector<T> out(static_cast<std::size_t>(count(sizeof(T))));
+    if (out.empty()) return out;  // data() may be null, which memcpy must not get
+    std::memcpy(out.data(), bytes.data(), out.size() * sizeof(T));
+    bytes.remove_prefix(out.size() * sizeof(T));
+    return out;
+  }
+  std::string name() {
+    const std::int64_t length = count(1);
+    std::string out(bytes.substr(0, static_cast<std::size_t>(length)));
+    bytes.remove_prefix(static_cast<std::size_t>(length));
+    return out;
   }
   void need(std::size_t n) const {
     if (bytes.size() < n) fail();
@@ -83,12 +129,16 @@ std::string encode_record(const RankRecord& record) {
   std::string out;
   put_pod<std::int32_t>(out, record.replica);
   put_pod<std::int64_t>(out, std::ssize(record.record.losses));
-  for (const std::vector<float>& step : record.record.losses) put_floats(out, step);
+  for (const std::vector<float>& step : record.record.losses) put_values(out, step);
   put_pod<std::int64_t>(out, std::ssize(record.record.parameters));
   for (const auto& [name, values] : record.record.parameters) {
-    put_pod<std::int64_t>(out, std::ssize(name));
-    out += name;
-    put_floats(out, values);
+    put_name(out, name);
+    put_values(out, values);
+  }
+  put_pod<std::int64_t>(out, std::ssize(record.stale));
+  for (const auto& [name, elements] : record.stale) {
+    put_name(out, name);
+    put_values(out, elements);
   }
   return out;
 }
@@ -97,13 +147,16 @@ RankRecord decode_record(std::string_view bytes) {
   Reader in{bytes};
   RankRecord out{.replica = in.pod<std::int32_t>()};
   const std::int64_t steps = in.count(sizeof(std::int64_t));
-  for (std::int64_t t = 0; t < steps; ++t) out.record.losses.push_back(in.floats());
+  for (std::int64_t t = 0; t < steps; ++t) out.record.losses.push_back(in.values<float>());
   const std::int64_t parameters = in.count(sizeof(std::int64_t));
   for (std::int64_t p = 0; p < parameters; ++p) {
-    const std::int64_t length = in.count(1);
-    std::string name(in.bytes.substr(0, static_cast<std::size_t>(length)));
-    in.bytes.remove_prefix(static_cast<std::size_t>(length));
-    out.record.parameters[std::move(name)] = in.floats();
+    std::string name = in.name();
+    out.record.parameters[std::move(name)] = in.values<float>();
+  }
+  const std::int64_t stale = in.count(sizeof(std::int64_t));
+  for (std::int64_t p = 0; p < stale; ++p) {
+    std::string name = in.name();
+    out.stale[std::move(name)] = in.values<std::int64_t>();
   }
   if (!in.bytes.empty()) Reader::fail();
   return out;

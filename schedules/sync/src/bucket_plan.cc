@@ -118,6 +118,13 @@ std::vector<PlannedBucket> fairscale_buckets(const std::vector<ChunkParams>& chu
 
 }  // namespace
 
+std::int32_t fsdp_shard_size(const SyncInput& input, const SyncOptions& options) {
+  const bool hybrid = options.policy == SyncPolicy::kFsdp2
+                          ? options.hsdp_shard_size.has_value()
+                          : options.fsdp_sharding == FsdpSharding::kHybridShard;
+  return hybrid ? options.hsdp_shard_size.value_or(input.data_parallel) : input.data_parallel;
+}
+
 std::vector<TensorRef> bucket_members(const std::vector<ChunkParams>& chunks,
                                       const PlannedBucket& bucket) {
   std::vector<TensorRef> out;
@@ -166,10 +173,15 @@ std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
               input.data_parallel / options.distributed_optimizer_instances, distopt);
           break;
         }
+        case SyncPolicy::kFsdp1:
+        case SyncPolicy::kFsdp2:
+          buckets = fsdp_units(tensors, fsdp_shard_size(input, options));
+          break;
         default:
-          throw InvalidConfig("policy_buckets: " + std::string(to_string(options.policy)) +
-                              " communicates units that are not buckets of one gradient buffer; "
-                              "expected ddp, megatron-ddp, megatron-distopt or fairscale-sdp");
+          throw InvalidConfig(
+              "policy_buckets: " + std::string(to_string(options.policy)) +
+              " communicates units that are not buckets of one gradient buffer; "
+              "expected ddp, megatron-ddp, megatron-distopt, fairscale-sdp, fsdp1 or fsdp2");
       }
       for (Bucket& b : buckets) {
         out[r].push_back({.chunk = chunk, .id = next_id++, .bucket = std::move(b)});

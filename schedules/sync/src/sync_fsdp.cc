@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "metron/sync/bucket_plan.h"
 #include "metron/sync/bucketing.h"
 #include "sync_passes.h"
 
@@ -103,9 +104,8 @@ FsdpConfig make_config(const SyncContext& ctx, const SyncOptions& o) {
     c.prefetch = o.backward_prefetch;
   }
   // add_sync_policy checked that the shard size divides the data-parallel size.
-  const std::int32_t dp = ctx.input().data_parallel;
-  c.shard = c.hybrid ? o.hsdp_shard_size.value_or(dp) : dp;
-  c.replicate = dp / c.shard;
+  c.shard = fsdp_shard_size(ctx.input(), o);
+  c.replicate = ctx.input().data_parallel / c.shard;
   c.param_bytes = ctx.input().param_bytes;
   c.grad_bytes = ctx.input().grad_bytes;
   return c;
@@ -445,13 +445,17 @@ void RootPass::final_callback(TaskId last_piece) {
   last_rs_ = TaskId{};
 }
 
-std::vector<Unit> make_units(const ChunkParams& params, std::int32_t shard, std::int32_t& next_id) {
+/// The chunk's units as policy_buckets plans them (fsdp_units), ids included.
+std::vector<Unit> make_units(const ChunkParams& params, const std::vector<PlannedBucket>& planned,
+                             std::int32_t chunk) {
+  ChunkBuckets buckets = chunk_buckets(planned, chunk);
   std::vector<Unit> units;
-  for (Bucket& b : fsdp_units(params.tensors, shard)) {
+  std::int32_t id = buckets.first_id;
+  for (Bucket& b : buckets.buckets) {
     Unit u{.bucket = std::move(b)};
     u.root = params.tensors[static_cast<std::size_t>(u.bucket.tensors.front())].outside_layers;
     u.layer = u.bucket.lowest_layer;
-    u.id = next_id++;
+    u.id = id++;
     units.push_back(std::move(u));
   }
   return units;
@@ -529,12 +533,13 @@ void add_fsdp_sync(SyncContext& ctx, const SyncOptions& options) {
   };
   std::vector<Root> roots;
   std::vector<lowering::SplitRequest> requests;
+  const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(ctx.input(), options);
   for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {
     const ir::RankId rank{r};
-    std::int32_t next_id = 0;
     for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {
       Root root{.rank = rank, .chunk = c};
-      root.units = make_units(ctx.params(rank)[static_cast<std::size_t>(c)], config.shard, next_id);
+      root.units = make_units(ctx.params(rank)[static_cast<std::size_t>(c)],
+                              planned[static_cast<std::size_t>(ctx.pipeline_rank(rank))], c);
       if (root.units.empty()) continue;
       root.requests = request_splits(ctx.chunk_tasks(rank, c), ctx.num_microbatches(),
                                      layer_cuts(root.units), requests);

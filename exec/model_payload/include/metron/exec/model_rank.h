@@ -22,8 +22,13 @@
 //   - A sync policy cuts a backward at bucket boundaries into pieces (compute_split.h). The
 //     stage's backward is one piece of work here, so the first piece of a (stage, microbatch,
 //     phase) runs all of it and the later pieces nothing: every gradient a bucket's collective
-//     reads after its piece exists by then, as it does in the real system.
-//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp): a collective's
+//     reads after its piece exists by then, as it does in the real system. A forward cut at
+//     parameter gathers (FSDP's units, Megatron's overlap_param_gather) runs whole at its last
+//     piece instead, which waits, through the pieces before it, for every gather of its
+//     stage's parameters; a backward then finds them still gathered (parameters do not change
+//     within a step), so the payload never drops a gathered unit's values (no reshard).
+//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, fsdp1, fsdp2 with
+//     its shard group the whole dp group): a collective's
 //     bucket tag names one of sync::policy_buckets' buckets, the same function the graph's pass
 //     took them from, and its role (bucket_plan.h) must be what the collective's op does. Its
 //     members' gradients (or parameters, for a gather or broadcast) are packed one after another
@@ -37,15 +42,18 @@
 //     whatever the order, as long as every replica packs alike.
 //   - Where a stage's buckets shard the optimizer, the rank steps only what it owns (AdamW's
 //     state kept for those elements): its chunk of each reduce-scattered bucket (Megatron's
-//     distributed optimizer; the all-gather after the step hands every replica the updated
-//     values), the buckets reduced to it (fairscale's OSS; its broadcasts after the step do
-//     the same). Otherwise the whole stage steps.
-//   - Not run yet, and refused by name at construction: other policies' collectives (ZeRO's and
-//     FSDP's parameter gathers inside the forward), fp16 broadcasts and compression hooks, tensor-
-//     parallel ones (the graph's intra-layer collectives do not say which tensor they carry),
-//     gathers in the next step's forward (overlap_param_gather: after the run's last step the
-//     other replicas' shards are never gathered), a forward cut into pieces, DualPipe's F&B
-//     units and its second direction.
+//     distributed optimizer, FSDP's units), the buckets reduced to it (fairscale's OSS).
+//     Otherwise the whole stage steps. The other elements are then stale here until a gather
+//     or broadcast brings the owner's values: right after the step (distopt, OSS) or in the
+//     next step's forward (FSDP, overlap_param_gather), so after a run's last step a rank may
+//     hold only its shard current. The record lists the stale elements, and replica_record
+//     takes each from the replica that holds it current (rank_record.h), as consolidating a
+//     sharded checkpoint does.
+//   - Not run yet, and refused by name at construction: ZeRO's collectives (per-tensor
+//     partitions, gathers and reductions tagged in separate id spaces), HSDP's all-reduce of
+//     shards, fp16 broadcasts and compression hooks, tensor-parallel collectives (the graph's
+//     intra-layer collectives do not say which tensor they carry), DualPipe's F&B units and its
+//     second direction.
 
 #include <cstdint>
 #include <functional>

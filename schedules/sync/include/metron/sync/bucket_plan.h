@@ -49,6 +49,10 @@ struct TensorRef {
 std::vector<TensorRef> bucket_members(const std::vector<ChunkParams>& chunks,
                                       const PlannedBucket& bucket);
 
+/// FSDP's shard group: hsdp_shard_size with HSDP (FSDP2 given one, FSDP1's HYBRID_SHARD), else
+/// the whole data-parallel group.
+std::int32_t fsdp_shard_size(const SyncInput& input, const SyncOptions& options);
+
 /// Per pipeline rank (SyncInput::params' index), the buckets of the chunks in chunk order, ids
 /// counted on across them: ddp's (ddp_buckets, gradient-ready order, [first_bucket_bytes,
 /// bucket_size] from the steady state on), megatron-ddp's and megatron-distopt's
@@ -57,8 +61,9 @@ std::vector<TensorRef> bucket_members(const std::vector<ChunkParams>& chunks,
 /// sync] in sync_fairscale.cc): with Iteration::kWarmup each chunk's start-up broadcast, then
 /// per chunk its reduces in the order its backward issues them (a tensor reduced alone, or an
 /// owner's bucket when its last member checks in), then per owner the OSS broadcast of its
-/// tensors over all chunks. Throws InvalidConfig for the other policies, whose units are not
-/// buckets of one gradient buffer.
+/// tensors over all chunks; fsdp1's and fsdp2's units (fsdp_units over fsdp_shard_size), all
+/// kGradients: gathered before use, their gradients reduce-scattered. Throws InvalidConfig for
+/// ZeRO, whose units are not buckets of one gradient buffer.
 std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
                                                        const SyncOptions& options);
 

@@ -30,6 +30,7 @@ schedules=(
   "zb-v pp2|--schedule zb-v --pp 2"
   "zb-auto pp2|--schedule zb-auto --pp 2"
   "dualpipe-v pp2|--schedule dualpipe-v --pp 2"
+  "dualpipe pp2|--schedule dualpipe --pp 2"
 )
 syncs=(
   "dp1|--dp 1"

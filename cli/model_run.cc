@@ -46,6 +46,13 @@ bool train_in_fp32(scenario::Scenario& scenario) {
 
 exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const scenario::Step& step,
                                     std::int64_t steps, std::uint64_t seed) {
+  if (scenario.schedule.name == "dualpipe") {
+    throw InvalidConfig(
+        "--payload model: DualPipe's second direction runs copies of the first direction's "
+        "stages (rank r holds model stages r and P-1-r), and the step's graph has no collective "
+        "that sums the two copies' gradients, so the copies would train apart; not run "
+        "(dualpipe-v places each model stage once)");
+  }
   const ir::Graph& graph = step.graph;
   // The pipeline rank of each model stage, from the graph's first replica: the schedule's
   // placement (looped, or V), which uneven first and last stages are counted by.
@@ -59,7 +66,7 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
   }
   std::vector<std::int32_t> stage_ranks;
   for (const auto& [stage, rank] : placed) {
-    if (stage != std::ssize(stage_ranks)) break;  // DualPipe's copies: refused below
+    if (stage != std::ssize(stage_ranks)) break;
     stage_ranks.push_back(rank);
   }
   const models::ModelSpec& model = *scenario.model;

@@ -71,7 +71,7 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
       {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
       {"--payload model --model gpt3-125m", "tied embeddings"},
-      {"--payload model --schedule dualpipe-v", "DualPipe F&B unit"},
+      {"--payload model --schedule dualpipe", "no collective that sums the two copies' gradients"},
       {path("g.json") + " --payload model", "a graph file names no model to train"},
   };
   for (const auto& [flags, reason] : refusals) {

@@ -284,7 +284,10 @@ INSTANTIATE_TEST_SUITE_P(
             .schedule = "1f1b", .dp = 2, .sync = "megatron-distopt", .overlap_param_gather = true},
         Config{.schedule = "1f1b", .dp = 2, .sync = "fsdp2"},
         Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "fsdp1"},
-        Config{.schedule = "zb-h1", .dp = 2, .sync = "fsdp2"}),
+        Config{.schedule = "zb-h1", .dp = 2, .sync = "fsdp2"},
+        // F&B units: a forward and another microbatch's backward in one task.
+        Config{.schedule = "dualpipe-v", .vp = 2},
+        Config{.schedule = "dualpipe-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
                          std::to_string(param.param.dp) + "_" + param.param.sync +

@@ -30,6 +30,20 @@ std::string task_name(const ir::Task& task) {
   return name + " on rank " + std::to_string(task.rank.value());
 }
 
+/// The backward half of a DualPipe F&B unit as a task of its own: its tags, the unit's rank and
+/// label (the payload runs the unit's two halves one after the other).
+ir::Task overlapped_part(const ir::Task& unit, const ir::OverlapPart& part) {
+  ir::Task out;
+  out.rank = unit.rank;
+  out.stage = part.stage;
+  out.chunk = part.chunk;
+  out.microbatch = part.microbatch;
+  out.layers = part.layers;
+  out.label = unit.label;
+  out.op = ir::Compute{.phase = part.phase};
+  return out;
+}
+
 /// One stage the rank holds, with its optimizer state. A stage is run by one task at a time
 /// (its mutex), whichever stream the graph puts its tasks on.
 struct HeldStage {
@@ -139,10 +153,7 @@ struct ModelRank::Impl {
         return;
       }
       if (!task.stage.valid()) return;
-      if (mine && c->overlapped) {
-        throw InvalidConfig("model payload: " + task_name(task) +
-                            " is a DualPipe F&B unit; the model payload does not run those yet");
-      }
+      if (c->overlapped) index(overlapped_part(task, *c->overlapped), pipeline_ranks);
       if (task.stage.value() >= std::ssize(slices)) {
         throw InvalidConfig("model payload: " + task_name(task) + " runs stage " +
                             std::to_string(task.stage.value()) + "; the model has " +
@@ -404,19 +415,25 @@ struct ModelRank::Impl {
     return task.microbatch.value() * replicas + replica;
   }
 
+  /// A compute task; a DualPipe F&B unit runs its forward, then its backward half.
   void compute(const ir::Task& task, const ir::Compute& c) {
-    switch (c.phase) {
+    run_phase(task, c.phase);
+    if (c.overlapped) run_phase(overlapped_part(task, *c.overlapped), c.overlapped->phase);
+  }
+
+  void run_phase(const ir::Task& task, ir::Phase phase) {
+    switch (phase) {
       case ir::Phase::kForward:
         // A forward cut at parameter-gather points runs at its last piece, after every gather
         // its pieces wait for (Note [model rank]).
-        if (ends_stage(task) && first_piece(task, c.phase)) forward(task);
+        if (ends_stage(task) && first_piece(task, phase)) forward(task);
         return;
       case ir::Phase::kBackward:
       case ir::Phase::kBackwardInput:
-        if (first_piece(task, c.phase)) backward(task, c.phase == ir::Phase::kBackward);
+        if (first_piece(task, phase)) backward(task, phase == ir::Phase::kBackward);
         return;
       case ir::Phase::kBackwardWeight:
-        if (first_piece(task, c.phase)) {
+        if (first_piece(task, phase)) {
           HeldStage& s = held(task);
           const std::lock_guard lock(s.mutex);
           s.stage.backward_weight(task.microbatch.value());

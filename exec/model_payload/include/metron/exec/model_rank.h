@@ -16,6 +16,8 @@
 //     takes it, or, where the next stage is on the same rank (the V schedules' turn), until
 //     that stage's task does; a Recv puts what it received in the inbox under the receiving
 //     stage. The graph's transfer sizes must be the floats moved (a model of dtype fp32).
+//   - A DualPipe F&B unit (ir::OverlapPart) runs its forward, then its backward half, each as
+//     the task its tags describe (the two are different microbatches, independent).
 //   - W runs the deferred weight gradients; the optimizer task runs AdamW (adam.h) on the
 //     rank's stages and clears their gradients. Recomputation changes when activations are
 //     kept, not their values: it computes nothing here.
@@ -52,8 +54,8 @@
 //   - Not run yet, and refused by name at construction: ZeRO's collectives (per-tensor
 //     partitions, gathers and reductions tagged in separate id spaces), HSDP's all-reduce of
 //     shards, fp16 broadcasts and compression hooks, tensor-parallel collectives (the graph's
-//     intra-layer collectives do not say which tensor they carry), DualPipe's F&B units and its
-//     second direction.
+//     intra-layer collectives do not say which tensor they carry), DualPipe's second direction
+//     (copies of the first direction's stages, whose gradients the graph does not sum).
 
 #include <cstdint>
 #include <functional>

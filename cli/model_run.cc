@@ -44,6 +44,30 @@ bool train_in_fp32(scenario::Scenario& scenario) {
   return changed;
 }
 
+namespace {
+
+/// ZeRO-3's per-layer gathers coalesce sets of layers that its prefetch picks while walking the
+/// step, and the graph tags them with their first layer only: the payload cannot tell which
+/// tensors one carries, so it runs ZeRO-3 where every tensor is persistent (gathered after the
+/// step, with its reduce-scatters: bucket_plan.h).
+void refuse_partitioned_zero3(const sync::SyncInput& input, const sync::SyncOptions& options) {
+  for (const std::vector<sync::ChunkParams>& chunks : input.params) {
+    for (const sync::ChunkParams& chunk : chunks) {
+      for (const sync::ParamTensor& t : chunk.tensors) {
+        if (t.numel <= options.zero_param_persistence_threshold) continue;
+        throw InvalidConfig(fmt::format(
+            "--payload model: zero3 partitions {} ({} elements > the persistence threshold {}), "
+            "whose per-layer gathers the graph tags with their first layer only, not the "
+            "tensors they carry; the model payload runs zero3 with persistent tensors only "
+            "(raise --zero-param-persistence-threshold)",
+            t.name, t.numel, options.zero_param_persistence_threshold));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const scenario::Step& step,
                                     std::int64_t steps, std::uint64_t seed) {
   if (scenario.schedule.name == "dualpipe") {
@@ -80,12 +104,13 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
                              .sync = {.input = step.sync_input, .buckets = {}}};
   if (!step.sync_input.params.empty()) {
     const sync::SyncPolicy policy = scenario.sync.policy;
-    if (policy == sync::SyncPolicy::kZero1 || policy == sync::SyncPolicy::kZero2 ||
-        policy == sync::SyncPolicy::kZero3) {
+    if (policy == sync::SyncPolicy::kZero1 || policy == sync::SyncPolicy::kZero2) {
       throw InvalidConfig("--payload model: --sync " + std::string(sync::to_string(policy)) +
                           " is not run by the model payload yet; expected ddp, megatron-ddp, "
-                          "megatron-distopt, fairscale-sdp, fsdp1 or fsdp2 (or dp 1)");
+                          "megatron-distopt, fairscale-sdp, zero3, fsdp1 or fsdp2 (or dp 1)");
     }
+    if (policy == sync::SyncPolicy::kZero3)
+      refuse_partitioned_zero3(step.sync_input, scenario.sync);
     const bool fsdp = policy == sync::SyncPolicy::kFsdp1 || policy == sync::SyncPolicy::kFsdp2;
     if (fsdp &&
         sync::fsdp_shard_size(step.sync_input, scenario.sync) != step.sync_input.data_parallel) {

@@ -162,6 +162,8 @@ scenario::Scenario scenario_of(const Config& c) {
   if (c.sync == "ddp") s.sync.bucket_size = 2048;
   // fairscale: elements per owner bucket; the larger tensors are reduced on their own.
   if (c.sync == "fairscale-sdp") s.sync.bucket_size = 300;
+  // zero3: IPG buckets of 3000 elements, each reduce-scattered after every microbatch.
+  if (c.sync == "zero3") s.sync.bucket_size = 3000;
   return s;
 }
 
@@ -287,7 +289,12 @@ INSTANTIATE_TEST_SUITE_P(
         Config{.schedule = "zb-h1", .dp = 2, .sync = "fsdp2"},
         // F&B units: a forward and another microbatch's backward in one task.
         Config{.schedule = "dualpipe-v", .vp = 2},
-        Config{.schedule = "dualpipe-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"}),
+        Config{.schedule = "dualpipe-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"},
+        // Gradients reduce-scattered per microbatch into per-tensor partitions, each rank
+        // stepping its partitions, the persistent tensors gathered after the step.
+        Config{.schedule = "1f1b", .dp = 2, .sync = "zero3"},
+        Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "zero3"},
+        Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "zero3"}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
                          std::to_string(param.param.dp) + "_" + param.param.sync +

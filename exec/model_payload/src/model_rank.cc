@@ -51,6 +51,7 @@ struct HeldStage {
     exp_avg.assign(stage.flat_parameters().size(), 0.0F);
     exp_avg_sq.assign(stage.flat_parameters().size(), 0.0F);
     stale.assign(stage.flat_parameters().size(), false);
+    reduced.assign(stage.flat_parameters().size(), 0.0F);
   }
   std::mutex mutex;
   GptStage stage;
@@ -58,6 +59,10 @@ struct HeldStage {
   std::vector<float> exp_avg_sq;
   /// By flat parameter: stepped by another replica and not gathered or broadcast here since.
   std::vector<bool> stale;
+  /// Gradients synced over the replicas: the sum of what this step's collectives brought back
+  /// (Note [model rank]); the optimizer steps with these when `synced`.
+  std::vector<float> reduced;
+  bool synced = false;  ///< a bucket reduces the stage's gradients
 };
 
 /// Where a bucket's buffer element lives: a stage's flat parameters and gradients; padding
@@ -79,6 +84,10 @@ struct SyncBucket {
   std::int64_t owned_end = 0;
   /// A reduce-scatter or reduce: only the owners of its elements step them.
   bool shards_optimizer = false;
+  /// An all-reduce, reduce-scatter or reduce: its stages' gradients are synced.
+  bool reduces = false;
+  std::int32_t group_size = 1;         ///< members of its collectives' group
+  bool per_tensor_partitions = false;  ///< sync::PlannedBucket's layout
 };
 
 /// What a stage hands on: (stage, microbatch, what) → values (Note [model rank]).
@@ -201,8 +210,8 @@ struct ModelRank::Impl {
         c.op == ir::CollectiveOp::kReduceScatter || c.op == ir::CollectiveOp::kAllGather;
     if (sharded && c.count != 1) {
       refuse(task, "is " + std::to_string(c.count) +
-                       " calls; the model payload shards a bucket in one call (one optimizer "
-                       "instance)");
+                       " calls (one per tensor, or per optimizer instance); the model payload "
+                       "shards a bucket in one call");
     }
     const auto& planned = sync.buckets;
     const auto pipeline_rank = static_cast<std::size_t>(rank.value() % pipeline_ranks);
@@ -228,6 +237,10 @@ struct ModelRank::Impl {
     }
     SyncBucket& b = buckets[task.bucket.value()];
     b.role = bucket->role;
+    b.per_tensor_partitions = bucket->per_tensor_partitions;
+    b.group_size = static_cast<std::int32_t>(members);
+    b.reduces = b.reduces || c.op == ir::CollectiveOp::kAllReduce ||
+                c.op == ir::CollectiveOp::kReduceScatter || c.op == ir::CollectiveOp::kReduce;
     if (b.length != 0 && b.length != length) {
       refuse(task, "moves " + std::to_string(length) +
                        " values; another collective of its bucket moves " +
@@ -288,6 +301,8 @@ struct ModelRank::Impl {
       const auto found = buckets.find(planned.id);
       if (found == buckets.end()) continue;  // no collective carries it on this rank
       SyncBucket& b = found->second;
+      std::vector<Slot> members;  // each member's first element
+      std::vector<std::int64_t> sizes;
       for (const sync::TensorRef& ref : sync::bucket_members(chunks, planned)) {
         const sync::ChunkParams& chunk = chunks.at(static_cast<std::size_t>(ref.chunk));
         const sync::ParamTensor& tensor = chunk.tensors.at(static_cast<std::size_t>(ref.tensor));
@@ -307,12 +322,52 @@ struct ModelRank::Impl {
         if (std::find(b.stages.begin(), b.stages.end(), chunk.stage) == b.stages.end()) {
           b.stages.push_back(chunk.stage);
         }
-        for (std::int64_t e = 0; e < tensor.numel; ++e) {
-          b.slots.push_back({.stage = chunk.stage, .index = slot->second->offset + e});
-        }
+        members.push_back({.stage = chunk.stage, .index = slot->second->offset});
+        sizes.push_back(tensor.numel);
+      }
+      b.slots = b.per_tensor_partitions ? partitioned_slots(members, sizes, b.group_size)
+                                        : concatenated_slots(members, sizes);
+      if (std::ssize(b.slots) > b.length ||
+          (b.per_tensor_partitions && std::ssize(b.slots) != b.length)) {
+        throw InvalidConfig("model payload: bucket " + std::to_string(planned.id) + " lays out " +
+                            std::to_string(b.slots.size()) + " elements; its collectives move " +
+                            std::to_string(b.length));
       }
       b.slots.resize(static_cast<std::size_t>(b.length));
+      for (const std::int32_t stage : b.stages) {
+        if (b.reduces) stages.at(stage)->synced = true;
+      }
     }
+  }
+
+  /// Members one after another (`members[i]` is the first element of tensor i).
+  static std::vector<Slot> concatenated_slots(const std::vector<Slot>& members,
+                                              const std::vector<std::int64_t>& sizes) {
+    std::vector<Slot> out;
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      for (std::int64_t e = 0; e < sizes[i]; ++e) {
+        out.push_back({.stage = members[i].stage, .index = members[i].index + e});
+      }
+    }
+    return out;
+  }
+
+  /// sync::PlannedBucket::per_tensor_partitions: share r holds partition r of every member.
+  static std::vector<Slot> partitioned_slots(const std::vector<Slot>& members,
+                                             const std::vector<std::int64_t>& sizes,
+                                             std::int32_t shares) {
+    std::vector<Slot> out;
+    for (std::int64_t r = 0; r < shares; ++r) {
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const std::int64_t part = (sizes[i] + shares - 1) / shares;
+        for (std::int64_t e = r * part; e < (r + 1) * part; ++e) {
+          out.push_back(e < sizes[i]
+                            ? Slot{.stage = members[i].stage, .index = members[i].index + e}
+                            : Slot{});
+        }
+      }
+    }
+    return out;
   }
 
   /// A bucket's collective on real gradients or parameters (Note [model rank]): packed from
@@ -332,9 +387,12 @@ struct ModelRank::Impl {
       const std::lock_guard lock(s.mutex);
       const std::span<float> values = values_of(s);
       for (std::size_t i = 0; i < buffer.size(); ++i) {
-        if (b.slots[i].stage == stage) {
-          buffer[i] = values[static_cast<std::size_t>(b.slots[i].index)] * scale;
-        }
+        if (b.slots[i].stage != stage) continue;
+        const auto at = static_cast<std::size_t>(b.slots[i].index);
+        buffer[i] = values[at] * scale;
+        // A gradient leaves with its collective: what the backward adds later goes with the
+        // next one (ZeRO's per-microbatch reductions), and the result builds up in `reduced`.
+        if (!parameters) values[at] = 0.0F;
       }
     }
     transport.collective(c.group.value(), launch.ordinal, c, buffer);
@@ -351,8 +409,12 @@ struct ModelRank::Impl {
       for (std::size_t i = first; i < last; ++i) {
         if (b.slots[i].stage != stage) continue;
         const auto at = static_cast<std::size_t>(b.slots[i].index);
-        values[at] = buffer[i];
-        if (parameters) s.stale[at] = false;
+        if (parameters) {
+          values[at] = buffer[i];
+          s.stale[at] = false;
+        } else {
+          s.reduced[at] += buffer[i];
+        }
       }
     }
   }
@@ -524,6 +586,7 @@ struct ModelRank::Impl {
       const std::lock_guard lock(s->mutex);
       step_stage(index, *s, current + 1);
       s->stage.zero_gradients();
+      std::fill(s->reduced.begin(), s->reduced.end(), 0.0F);
     }
     const std::lock_guard lock(mutex);
     if (++optimizer_done < optimizer_tasks) return;
@@ -554,7 +617,8 @@ struct ModelRank::Impl {
       }
     }
     const std::span<float> params = s.stage.flat_parameters();
-    const std::span<float> grads = s.stage.flat_gradients();
+    const std::span<float> grads =
+        s.synced ? std::span<float>(s.reduced) : s.stage.flat_gradients();
     if (!sharded) {
       adam_step(params, grads, s.exp_avg, s.exp_avg_sq, t, setup.adam);
       return;

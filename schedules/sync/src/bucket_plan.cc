@@ -73,6 +73,48 @@ void add_fairscale_reduces(const std::vector<ParamTensor>& tensors,
   }
 }
 
+/// Note [zero lowering] (sync_zero.h): one pipeline rank's ZeRO-3 reduce-scatter buckets and
+/// after-step gather, in id order.
+std::vector<PlannedBucket> zero3_buckets(const std::vector<ChunkParams>& chunks,
+                                         const SyncInput& input, const SyncOptions& options) {
+  const std::int64_t d = input.data_parallel;
+  const auto padded = [d](const std::vector<ParamTensor>& tensors, Bucket& b) {
+    b.padded_numel = 0;
+    for (const std::int32_t t : b.tensors) {
+      b.padded_numel += (tensors[static_cast<std::size_t>(t)].numel + d - 1) / d * d;
+    }
+  };
+  std::vector<PlannedBucket> out;
+  std::vector<ParamTensor> all;
+  std::vector<std::int32_t> persistent;  // indices into `all`
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    const std::vector<ParamTensor>& tensors = chunks[c].tensors;
+    for (const ParamTensor& t : tensors) {
+      if (t.numel <= options.zero_param_persistence_threshold) {
+        persistent.push_back(static_cast<std::int32_t>(all.size()));
+      }
+      all.push_back(t);
+    }
+    for (Bucket& b :
+         zero_ipg_buckets(tensors, options.bucket_size.value_or(kZeroDefaultReduceBucket))) {
+      padded(tensors, b);
+      out.push_back({.chunk = static_cast<std::int32_t>(c),
+                     .id = static_cast<std::int32_t>(out.size()),
+                     .bucket = std::move(b),
+                     .per_tensor_partitions = true});
+    }
+  }
+  if (persistent.empty()) return out;
+  Bucket gathered = make_bucket(all, std::move(persistent));
+  padded(all, gathered);
+  if (gathered.padded_numel == 0) return out;  // the pass gathers nothing then
+  out.push_back({.chunk = kAllChunks,
+                 .id = static_cast<std::int32_t>(out.size()),
+                 .bucket = std::move(gathered),
+                 .per_tensor_partitions = true});
+  return out;
+}
+
 /// Note [fairscale sync] (sync_fairscale.cc): one pipeline rank's units, in id order.
 std::vector<PlannedBucket> fairscale_buckets(const std::vector<ChunkParams>& chunks,
                                              const SyncInput& input, const SyncOptions& options) {
@@ -153,6 +195,10 @@ std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
       out[r] = fairscale_buckets(input.params[r], input, options);
       continue;
     }
+    if (options.policy == SyncPolicy::kZero3) {
+      out[r] = zero3_buckets(input.params[r], input, options);
+      continue;
+    }
     const auto pipeline_rank = static_cast<std::int32_t>(r);
     std::int32_t next_id = 0;
     for (std::size_t c = 0; c < input.params[r].size(); ++c) {
@@ -181,7 +227,7 @@ std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
           throw InvalidConfig(
               "policy_buckets: " + std::string(to_string(options.policy)) +
               " communicates units that are not buckets of one gradient buffer; "
-              "expected ddp, megatron-ddp, megatron-distopt, fairscale-sdp, fsdp1 or fsdp2");
+              "expected ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero3, fsdp1 or fsdp2");
       }
       for (Bucket& b : buckets) {
         out[r].push_back({.chunk = chunk, .id = next_id++, .bucket = std::move(b)});

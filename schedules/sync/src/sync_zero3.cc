@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "metron/sync/bucket_plan.h"
 #include "sync_zero.h"
 
 namespace metron::sync::detail::zero {
@@ -73,6 +74,13 @@ class Zero3 {
   void synchronize(TaskId piece, const std::string& why);
   void gather_persistent(TaskId step);
 
+  /// The tag of the rank's reduce-scatters of `chunk`'s bucket `index`, or of its after-step
+  /// gather (index -1), as policy_buckets numbers them.
+  [[nodiscard]] std::int32_t planned_id(std::int32_t c, std::int32_t index) const {
+    const auto& planned = planned_[static_cast<std::size_t>(ctx_.pipeline_rank(rank_))];
+    if (index >= 0) return chunk_buckets(planned, c).first_id + index;
+    return planned.empty() ? 0 : planned.back().id;
+  }
   [[nodiscard]] const Zero3Chunk& chunk(std::int32_t c) const {
     return chunks_[rank_.index()][static_cast<std::size_t>(c)];
   }
@@ -97,7 +105,8 @@ class Zero3 {
   const ZeroConfig& cfg_;
   const SyncOptions& options_;
   Pieces pieces_;
-  std::vector<std::vector<Zero3Chunk>> chunks_;  // [rank][chunk]
+  std::vector<std::vector<Zero3Chunk>> chunks_;      // [rank][chunk]
+  std::vector<std::vector<PlannedBucket>> planned_;  // [pipeline rank]: the tags
   // The coordinator of the rank being walked.
   RankId rank_;
   std::map<std::pair<std::int32_t, std::int32_t>, Resident> resident_;  // (chunk, module)
@@ -182,6 +191,7 @@ void Zero3::run() {
         ", max reuse distance " + std::to_string(options_.zero_max_reuse_distance) +
         "; expected element counts >= 0");
   }
+  planned_ = policy_buckets(ctx_.input(), options_);
   plan();
   for (std::int32_t r = 0; r < ctx_.num_ranks(); ++r) walk(RankId{r});
 }
@@ -373,7 +383,7 @@ void Zero3::on_gradient_piece(TaskId piece, Work w, TaskId next) {
                                 .op = ir::CollectiveOp::kReduceScatter,
                                 .bytes = s.padded * ctx_.input().grad_bytes,
                                 .dtype = SyncContext::dtype_of(ctx_.input().grad_bytes),
-                                .bucket = static_cast<std::int32_t>(red.next),
+                                .bucket = planned_id(w.chunk, static_cast<std::int32_t>(red.next)),
                                 .chunk = w.chunk,
                                 .microbatch = w.microbatch,
                                 .label = "zero3 RS " + name + " (" + layers_text(s.low, s.high) +
@@ -423,7 +433,7 @@ void Zero3::gather_persistent(TaskId step) {
                               .op = ir::CollectiveOp::kAllGather,
                               .bytes = bytes,
                               .dtype = SyncContext::dtype_of(ctx_.input().param_bytes),
-                              .bucket = 0,
+                              .bucket = planned_id(0, -1),
                               .chunk = ctx_.num_chunks(rank_) == 1 ? 0 : -1,
                               .label = "zero3 AG persistent params after step",
                               .deps = {step},

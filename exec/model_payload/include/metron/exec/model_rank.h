@@ -29,8 +29,9 @@
 //     piece instead, which waits, through the pieces before it, for every gather of its
 //     stage's parameters; a backward then finds them still gathered (parameters do not change
 //     within a step), so the payload never drops a gathered unit's values (no reshard).
-//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, fsdp1, fsdp2 with
-//     its shard group the whole dp group): a collective's
+//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero3 with
+//     persistent tensors only, fsdp1, fsdp2 with its shard group the whole dp group): a
+//     collective's
 //     bucket tag names one of sync::policy_buckets' buckets, the same function the graph's pass
 //     took them from, and its role (bucket_plan.h) must be what the collective's op does. Its
 //     members' gradients (or parameters, for a gather or broadcast) are packed one after another
@@ -39,9 +40,15 @@
 //     divided by dp first (DDP's default hook, Megatron's gradient scaling and ShardedDDP's
 //     world-size scaling all average that way), run, and unpacked: all of it after an
 //     all-reduce, gather or broadcast, the rank's chunk after a reduce-scatter, everything on
-//     the root after a reduce and nothing elsewhere. The layout inside a bucket is the
-//     payload's (Megatron aligns each tensor to 64 elements); sums and shards are the same
-//     whatever the order, as long as every replica packs alike.
+//     the root after a reduce and nothing elsewhere. A gradient leaves the stage with its
+//     collective (packed, then zeroed) and what comes back is added to the stage's reduced
+//     gradients, which the optimizer steps with: a policy that reduces once per step sees the
+//     same sums, and ZeRO-3's reduce-scatter after every microbatch sums each microbatch once.
+//     The layout inside a bucket is the payload's (Megatron aligns each tensor to 64
+//     elements; sums and shards are the same whatever the order, as long as every replica
+//     packs alike), except ZeRO-3's per-tensor partitions (PlannedBucket::
+//     per_tensor_partitions), where a rank's share of every bucket and of the after-step
+//     gather must be its partition of each tensor.
 //   - Where a stage's buckets shard the optimizer, the rank steps only what it owns (AdamW's
 //     state kept for those elements): its chunk of each reduce-scattered bucket (Megatron's
 //     distributed optimizer, FSDP's units), the buckets reduced to it (fairscale's OSS).
@@ -51,11 +58,12 @@
 //     hold only its shard current. The record lists the stale elements, and replica_record
 //     takes each from the replica that holds it current (rank_record.h), as consolidating a
 //     sharded checkpoint does.
-//   - Not run yet, and refused by name at construction: ZeRO's collectives (per-tensor
-//     partitions, gathers and reductions tagged in separate id spaces), HSDP's all-reduce of
-//     shards, fp16 broadcasts and compression hooks, tensor-parallel collectives (the graph's
-//     intra-layer collectives do not say which tensor they carry), DualPipe's second direction
-//     (copies of the first direction's stages, whose gradients the graph does not sum).
+//   - Not run yet, and refused by name (the CLI before start, ModelRank at construction): ZeRO-1
+//     and -2, ZeRO-3's per-layer gathers of partitioned tensors (tagged with their first layer,
+//     not the set of layers the prefetch coalesced), HSDP's all-reduce of shards, fp16 broadcasts
+//     and compression hooks, tensor-parallel collectives (the graph's intra-layer collectives do
+//     not say which tensor they carry), DualPipe's second direction (copies of the first
+//     direction's stages, whose gradients the graph does not sum).
 
 #include <cstdint>
 #include <functional>

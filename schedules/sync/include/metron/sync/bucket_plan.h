@@ -36,6 +36,12 @@ struct PlannedBucket {
   std::int32_t id = 0;  ///< ir::Task::bucket of its collectives: unique per rank
   Bucket bucket;
   BucketRole role = BucketRole::kGradients;
+  /// DeepSpeed ZeRO-3's layout: each member padded to a multiple of the group size d and cut
+  /// into d equal partitions, rank r owning partition r of every member, and r's share of the
+  /// collective's buffer holding its partitions one after another (the interleaved
+  /// reduce-scatter buffer, all_gather_coalesced's output). Otherwise members lie one after
+  /// another and a rank's share is a contiguous run of the concatenation.
+  bool per_tensor_partitions = false;
 };
 
 /// One tensor of a pipeline rank: its chunk and its index among the chunk's tensors.
@@ -62,8 +68,12 @@ std::int32_t fsdp_shard_size(const SyncInput& input, const SyncOptions& options)
 /// per chunk its reduces in the order its backward issues them (a tensor reduced alone, or an
 /// owner's bucket when its last member checks in), then per owner the OSS broadcast of its
 /// tensors over all chunks; fsdp1's and fsdp2's units (fsdp_units over fsdp_shard_size), all
-/// kGradients: gathered before use, their gradients reduce-scattered. Throws InvalidConfig for
-/// ZeRO, whose units are not buckets of one gradient buffer.
+/// kGradients: gathered before use, their gradients reduce-scattered; zero3's IPG buckets per
+/// chunk (zero_ipg_buckets, reduce-scattered per microbatch), then the after-step gather of the
+/// persistent tensors (numel <= zero_param_persistence_threshold) over all chunks, when any, all
+/// per_tensor_partitions (its per-layer gathers of the other tensors coalesce sets that the
+/// prefetch decides while walking the step, so they are not planned here). Throws InvalidConfig
+/// for zero1 and zero2, whose buckets the model payload does not run.
 std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
                                                        const SyncOptions& options);
 

@@ -107,6 +107,9 @@ ShardedDdpPlan sharded_ddp_plan(const std::vector<ParamTensor>& tensors,
 std::vector<Bucket> zero_ipg_buckets(const std::vector<ParamTensor>& tensors,
                                      std::int64_t bucket_elements);
 
+/// DeepSpeed's default reduce_bucket_size, elements.
+inline constexpr std::int64_t kZeroDefaultReduceBucket = 500'000'000;
+
 /// Wrapping units in forward order, as the transformer auto-wrap policy of FSDP1 and one
 /// fully_shard per layer in FSDP2 make them: one unit per transformer layer (its tensors), and
 /// the root unit (the tensors outside the layers: embeddings, final norm, head) first when the

@@ -44,30 +44,6 @@ bool train_in_fp32(scenario::Scenario& scenario) {
   return changed;
 }
 
-namespace {
-
-/// ZeRO-3's per-layer gathers coalesce sets of layers that its prefetch picks while walking the
-/// step, and the graph tags them with their first layer only: the payload cannot tell which
-/// tensors one carries, so it runs ZeRO-3 where every tensor is persistent (gathered after the
-/// step, with its reduce-scatters: bucket_plan.h).
-void refuse_partitioned_zero3(const sync::SyncInput& input, const sync::SyncOptions& options) {
-  for (const std::vector<sync::ChunkParams>& chunks : input.params) {
-    for (const sync::ChunkParams& chunk : chunks) {
-      for (const sync::ParamTensor& t : chunk.tensors) {
-        if (t.numel <= options.zero_param_persistence_threshold) continue;
-        throw InvalidConfig(fmt::format(
-            "--payload model: zero3 partitions {} ({} elements > the persistence threshold {}), "
-            "whose per-layer gathers the graph tags with their first layer only, not the "
-            "tensors they carry; the model payload runs zero3 with persistent tensors only "
-            "(raise --zero-param-persistence-threshold)",
-            t.name, t.numel, options.zero_param_persistence_threshold));
-      }
-    }
-  }
-}
-
-}  // namespace
-
 exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const scenario::Step& step,
                                     std::int64_t steps, std::uint64_t seed) {
   if (scenario.schedule.name == "dualpipe") {
@@ -109,8 +85,6 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
                           " is not run by the model payload yet; expected ddp, megatron-ddp, "
                           "megatron-distopt, fairscale-sdp, zero3, fsdp1 or fsdp2 (or dp 1)");
     }
-    if (policy == sync::SyncPolicy::kZero3)
-      refuse_partitioned_zero3(step.sync_input, scenario.sync);
     const bool fsdp = policy == sync::SyncPolicy::kFsdp1 || policy == sync::SyncPolicy::kFsdp2;
     if (fsdp &&
         sync::fsdp_shard_size(step.sync_input, scenario.sync) != step.sync_input.data_parallel) {
@@ -119,7 +93,7 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
           "over the replicate group) is not run by the model payload yet; expected the whole "
           "data-parallel group as FSDP's shard group");
     }
-    payload.sync.buckets = sync::policy_buckets(step.sync_input, scenario.sync);
+    payload.sync.buckets = step.sync_plan;
   }
   exec::check_model_payload(graph, payload.pipeline_ranks, payload.setup, payload.slices,
                             payload.sync);

@@ -372,7 +372,7 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     if (dp_group > 1) {
       step.sync_input =
           sync_input(s, mp, layout.spec, layout.stage_ranks, stage_layers, s.model->layers);
-      sync::add_sync_policy(builder, step.sync_input, s.sync);
+      step.sync_plan = sync::add_sync_policy(builder, step.sync_input, s.sync);
     }
   }
   if (s.model && payload == Payload::kOperations) {

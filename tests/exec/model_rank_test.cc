@@ -133,13 +133,17 @@ struct Config {
   bool warmup = false;  ///< the first iteration's graph (fairscale: start-up broadcasts)
   /// Megatron: gathers in the next forward's pre-hooks, small buckets (the forward cut at them).
   bool overlap_param_gather = false;
+  /// zero3: every tensor partitioned (persistence threshold 0), so layers are gathered before
+  /// use, several per prefetch.
+  bool partitioned = false;
 };
 
 // gtest looks this name up to print a parameter.
 void PrintTo(const Config& c, std::ostream* out) {  // NOLINT(readability-identifier-naming)
   *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches << " dp "
        << c.dp << " " << c.sync << (c.overlap_grad_reduce ? " overlap-grad-reduce" : "")
-       << (c.warmup ? " warmup" : "") << (c.overlap_param_gather ? " overlap-param-gather" : "");
+       << (c.warmup ? " warmup" : "") << (c.overlap_param_gather ? " overlap-param-gather" : "")
+       << (c.partitioned ? " partitioned" : "");
 }
 
 scenario::Scenario scenario_of(const Config& c) {
@@ -164,6 +168,7 @@ scenario::Scenario scenario_of(const Config& c) {
   if (c.sync == "fairscale-sdp") s.sync.bucket_size = 300;
   // zero3: IPG buckets of 3000 elements, each reduce-scattered after every microbatch.
   if (c.sync == "zero3") s.sync.bucket_size = 3000;
+  if (c.partitioned) s.sync.zero_param_persistence_threshold = 0;
   return s;
 }
 
@@ -180,9 +185,9 @@ std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t ste
   const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7),
                             .steps = steps,
                             .microbatches = c.microbatches * c.dp};
-  const ModelSync plan{.input = step.sync_input,
-                       .buckets = c.dp > 1 ? sync::policy_buckets(step.sync_input, s.sync)
-                                           : std::vector<std::vector<sync::PlannedBucket>>{}};
+  const ModelSync plan{
+      .input = step.sync_input,
+      .buckets = c.dp > 1 ? step.sync_plan : std::vector<std::vector<sync::PlannedBucket>>{}};
   Collectives collectives(graph);
   const std::vector<StageSlice> slices = stage_slices(*s.model, s.parallel);
   Mailbox mailbox;
@@ -294,12 +299,20 @@ INSTANTIATE_TEST_SUITE_P(
         // stepping its partitions, the persistent tensors gathered after the step.
         Config{.schedule = "1f1b", .dp = 2, .sync = "zero3"},
         Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "zero3"},
-        Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "zero3"}),
+        Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "zero3"},
+        Config{.schedule = "1f1b", .dp = 2, .sync = "zero3", .partitioned = true},
+        Config{.schedule = "interleaved-1f1b",
+               .vp = 2,
+               .dp = 2,
+               .sync = "zero3",
+               .warmup = true,
+               .partitioned = true}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
                          std::to_string(param.param.dp) + "_" + param.param.sync +
                          (param.param.warmup ? "_warmup" : "") +
-                         (param.param.overlap_param_gather ? "_overlap_param_gather" : "");
+                         (param.param.overlap_param_gather ? "_overlap_param_gather" : "") +
+                         (param.param.partitioned ? "_partitioned" : "");
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
@@ -325,9 +338,8 @@ std::string refusal(const scenario::Scenario& s) {
   const TrainingSetup setup{.model = gpt_config_of(*s.model, s.parallel, 7),
                             .microbatches = 4 * s.parallel.dp};
   try {
-    check_model_payload(
-        step.graph, step.pipeline_ranks, setup, stage_slices(*s.model, s.parallel),
-        {.input = step.sync_input, .buckets = sync::policy_buckets(step.sync_input, s.sync)});
+    check_model_payload(step.graph, step.pipeline_ranks, setup, stage_slices(*s.model, s.parallel),
+                        {.input = step.sync_input, .buckets = step.sync_plan});
   } catch (const InvalidConfig& e) {
     return e.what();
   }

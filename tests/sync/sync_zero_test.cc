@@ -40,6 +40,17 @@ using ::testing::Not;
 using testing::SyncStepSpec;
 using ::testing::ThrowsMessage;
 
+// The first layer each ZeRO-3 gather holds, from its label ("zero3 AG fwd layer 3 mb 0",
+// "zero3 prefetch AG layer 1 2 at ..."): its tag is the plan's id (Note [zero lowering]).
+std::vector<std::int32_t> first_layers(const std::vector<testing::IssuedCollective>& all) {
+  std::vector<std::int32_t> out;
+  for (const testing::IssuedCollective& c : all) {
+    const std::size_t at = c.label.find("layer ");
+    out.push_back(at == std::string::npos ? -1 : std::stoi(c.label.substr(at + 6)));
+  }
+  return out;
+}
+
 std::vector<IssuedCollective> of_microbatch(const std::vector<IssuedCollective>& all,
                                             std::int32_t mb) {
   std::vector<IssuedCollective> out;
@@ -275,7 +286,7 @@ TEST(ZeroStage3, GathersEachLayerBeforeForwardAndBackwardWithoutReuse) {
     const auto c = of_microbatch(all, mb);
     const auto ags = of_op(c, CollectiveOp::kAllGather);
     const auto rss = of_op(c, CollectiveOp::kReduceScatter);
-    EXPECT_THAT(buckets_of(ags), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));  // tagged by layer
+    EXPECT_THAT(first_layers(ags), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));
     EXPECT_EQ(total_bytes(ags), 2 * 440 * 2);
     EXPECT_THAT(bytes_of(rss), ElementsAre(220, 220, 220, 220));
     EXPECT_EQ(total_bytes(rss), 440 * 2);
@@ -355,11 +366,11 @@ TEST(ZeroStage3, ReuseDistanceKeepsLayersForTheirBackward) {
   const RankId r{0};
   auto ags = of_op(issued_collectives(lower_with({.microbatches = 1}, options), r),
                    CollectiveOp::kAllGather);
-  EXPECT_THAT(buckets_of(ags), ElementsAre(0, 1, 2, 3, 1, 0));
+  EXPECT_THAT(first_layers(ags), ElementsAre(0, 1, 2, 3, 1, 0));
   options.zero_max_reuse_distance = SyncOptions{}.zero_max_reuse_distance;
   const ir::Graph g = lower_with({.microbatches = 1}, options);
   ags = of_op(issued_collectives(g, r), CollectiveOp::kAllGather);
-  EXPECT_THAT(buckets_of(ags), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(first_layers(ags), ElementsAre(0, 1, 2, 3));
   // A kept layer's copy is one buffer used by its forward and its backward piece (freed after
   // the backward), and the backward piece still waits for the gather.
   for (std::int32_t l = 0; l < 4; ++l) {
@@ -474,14 +485,14 @@ TEST(ZeroStage3, PrefetchesUpcomingLayersWithinTheBudget) {
   const RankId r{0};
   const auto ags = of_op(issued_collectives(lower_with({.microbatches = 1}, budget), r),
                          CollectiveOp::kAllGather);
-  EXPECT_THAT(buckets_of(ags), ElementsAre(0, 1, 2, 3, 2, 3, 1, 0));
+  EXPECT_THAT(first_layers(ags), ElementsAre(0, 1, 2, 3, 2, 3, 1, 0));
   EXPECT_EQ(ags[1].label, "zero3 prefetch AG layer 1 at fwd layer 0 mb 0");
   EXPECT_EQ(ags[4].label, "zero3 prefetch AG layer 2 at fwd layer 3 mb 0");
   EXPECT_EQ(ags[5].label, "zero3 AG bwd layer 3 mb 0");
   EXPECT_EQ(ags[6].label, "zero3 prefetch AG layer 1 at bwd layer 3 mb 0");
   const auto limited =
       of_op(issued_collectives(lower_with({.microbatches = 1}, live), r), CollectiveOp::kAllGather);
-  EXPECT_THAT(buckets_of(limited), ElementsAre(0, 1, 2, 3, 2, 3, 1, 0));
+  EXPECT_THAT(first_layers(limited), ElementsAre(0, 1, 2, 3, 2, 3, 1, 0));
   EXPECT_EQ(limited[6].label, "zero3 prefetch AG layer 1 at bwd layer 2 mb 0");
   EXPECT_EQ(limited[7].label, "zero3 prefetch AG layer 0 at bwd layer 1 mb 0");
   // A budget of two layers (220) coalesces: fwd L0 prefetches L1 and L2 in one AG (the count is
@@ -495,6 +506,37 @@ TEST(ZeroStage3, PrefetchesUpcomingLayersWithinTheBudget) {
   EXPECT_EQ(coalesced[1].label, "zero3 prefetch AG layer 1 2 at fwd layer 0 mb 0");
   EXPECT_EQ(coalesced[1].bytes, 440);
   EXPECT_EQ(coalesced[2].label, "zero3 prefetch AG layer 3 0 at fwd layer 1 mb 0");
+}
+
+// The plan add_sync_policy returns names what each gather carries (the model payload packs by
+// it): the coalesced gather of layers 3 and 0 above holds L3.a, L3.b, L0.a, L0.b (module by
+// module, registration order within), each padded to d = 2 and split in per-tensor partitions;
+// tags are unique on the rank, and the other replica's rank walks alike and gets the same ones.
+TEST(ZeroStage3, ThePlanNamesTheTensorsOfEachGather) {
+  SyncOptions two = kNoReuse;
+  two.zero_prefetch_bucket_size = 220;
+  testing::SyncStep step = testing::make_sync_step({.microbatches = 1, .replicas = 2});
+  const SyncPlan plan = add_sync_policy(step.builder, step.input, two);
+  const ir::Graph g = std::move(step.builder).build();
+  const auto ags = of_op(issued_collectives(g, RankId{0}), CollectiveOp::kAllGather);
+  const auto replica = of_op(issued_collectives(g, RankId{1}), CollectiveOp::kAllGather);
+  ASSERT_GE(ags.size(), 3U);
+  ASSERT_EQ(plan.size(), 1U);
+  EXPECT_EQ(buckets_of(ags), buckets_of(replica));
+  std::vector<std::int32_t> tags = buckets_of(ags);
+  std::sort(tags.begin(), tags.end());
+  EXPECT_EQ(std::unique(tags.begin(), tags.end()), tags.end());
+  const auto planned = std::find_if(plan[0].begin(), plan[0].end(),
+                                    [&](const PlannedBucket& b) { return b.id == ags[2].bucket; });
+  ASSERT_NE(planned, plan[0].end());
+  std::vector<std::string> names;
+  for (const std::int32_t t : planned->bucket.tensors) {
+    names.push_back(step.input.params[0][0].tensors[static_cast<std::size_t>(t)].name);
+  }
+  EXPECT_THAT(names, ElementsAre("layers.3.a", "layers.3.b", "layers.0.a", "layers.0.b"));
+  EXPECT_EQ(planned->bucket.padded_numel, 100 + 10 + 100 + 10);
+  EXPECT_EQ(ags[2].bytes, planned->bucket.padded_numel * 2);
+  EXPECT_TRUE(planned->per_tensor_partitions);
 }
 
 // zero_synchronous_fetch (DeepSpeed 2021: torch.cuda.synchronize() before each parameter
@@ -586,14 +628,14 @@ TEST(ZeroStage3, WarmupRecordsTheTraceBeforePrefetching) {
   const RankId r{0};
   const auto warm = issued_collectives(lower_with({.microbatches = 2}, options), r);
   const auto mb0 = of_op(of_microbatch(warm, 0), CollectiveOp::kAllGather);
-  EXPECT_THAT(buckets_of(mb0), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));
+  EXPECT_THAT(first_layers(mb0), ElementsAre(0, 1, 2, 3, 3, 2, 1, 0));
   for (const auto& c : mb0) EXPECT_THAT(c.label, Not(HasSubstr("prefetch")));
   const auto mb1 = of_op(of_microbatch(warm, 1), CollectiveOp::kAllGather);
-  EXPECT_THAT(buckets_of(mb1), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(first_layers(mb1), ElementsAre(0, 1, 2, 3));
   EXPECT_THAT(mb1[1].label, HasSubstr("prefetch"));
   options.iteration = Iteration::kSteady;
   const auto steady = issued_collectives(lower_with({.microbatches = 2}, options), r);
-  EXPECT_THAT(buckets_of(of_op(of_microbatch(steady, 0), CollectiveOp::kAllGather)),
+  EXPECT_THAT(first_layers(of_op(of_microbatch(steady, 0), CollectiveOp::kAllGather)),
               ElementsAre(0, 1, 2, 3));
 }
 
@@ -682,7 +724,7 @@ TEST(ZeroPipelined, Zero3ValidatesAcrossSchedules) {
       for (std::int32_t rank = 0; rank < 4; ++rank) {
         std::vector<std::int32_t> layers;
         for (const auto& x : of_op(issued_collectives(g, RankId{rank}), CollectiveOp::kAllGather)) {
-          if (x.label.find("fwd") != std::string::npos) layers.push_back(x.bucket);
+          if (x.label.find("fwd") != std::string::npos) layers.push_back(first_layers({x}).front());
         }
         std::sort(layers.begin(), layers.end());
         layers.erase(std::unique(layers.begin(), layers.end()), layers.end());

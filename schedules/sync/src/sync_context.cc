@@ -6,6 +6,7 @@
 #include <variant>
 
 #include "metron/base/error.h"
+#include "metron/sync/bucket_plan.h"
 
 namespace metron::sync::detail {
 namespace {
@@ -308,6 +309,27 @@ void SyncContext::number_collectives() {
       }
     }
   }
+}
+
+const SyncPlan& SyncContext::plan(const SyncOptions& options) {
+  if (!planned_) {
+    plan_ = policy_buckets(input_, options);
+    planned_ = true;
+    for (const std::vector<PlannedBucket>& rank : plan_) {
+      first_walked_id_.push_back(rank.empty() ? 0 : rank.back().id + 1);
+    }
+  }
+  return plan_;
+}
+
+std::int32_t SyncContext::add_planned(ir::RankId rank, PlannedBucket bucket) {
+  const auto pipeline = static_cast<std::size_t>(pipeline_rank(rank));
+  if (plan_.size() <= pipeline) plan_.resize(pipeline + 1);
+  const std::int32_t first = pipeline < first_walked_id_.size() ? first_walked_id_[pipeline] : 0;
+  auto [next, fresh] = next_planned_id_.try_emplace(rank.value(), first);
+  bucket.id = next->second++;
+  if (rank.value() < input_.pipeline_ranks) plan_[pipeline].push_back(std::move(bucket));
+  return next->second - 1;
 }
 
 ir::DType SyncContext::dtype_of(std::int64_t element_bytes) {

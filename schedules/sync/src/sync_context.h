@@ -107,6 +107,16 @@ class SyncContext {
   /// stay at the end of their rank's order.
   void finish();
 
+  /// policy_buckets of the input (bucket_plan.h), computed once: the buckets, with their tags,
+  /// that the pass's collectives carry.
+  const SyncPlan& plan(const SyncOptions& options);
+  /// A bucket the pass decided while walking `rank`'s tasks (ZeRO-3's gathers): its tag, the
+  /// rank's next after the plan's. Kept in the plan from the first replica's ranks (the other
+  /// replicas walk alike and get the same tags).
+  std::int32_t add_planned(ir::RankId rank, PlannedBucket bucket);
+  /// The plan, handed over once the pass is done.
+  [[nodiscard]] SyncPlan take_plan() { return std::move(plan_); }
+
   /// The element type of a size in bytes (2: bf16, 4: fp32, 1: fp8).
   [[nodiscard]] static ir::DType dtype_of(std::int64_t element_bytes);
 
@@ -132,6 +142,10 @@ class SyncContext {
   std::map<std::string, ir::GroupId> groups_;
   std::map<std::int32_t, Placement> placements_;  // by anchor task
   std::vector<bool> placed_;                      // by task
+  SyncPlan plan_;                                 // by pipeline rank
+  bool planned_ = false;
+  std::vector<std::int32_t> first_walked_id_;             // by pipeline rank: after the plan's
+  std::map<std::int32_t, std::int32_t> next_planned_id_;  // by rank
 };
 
 }  // namespace metron::sync::detail

@@ -52,7 +52,7 @@ void add_ddp_sync(SyncContext& ctx, const SyncOptions& options) {
     dtype = options.comm_hook == CommHook::kFp16Compress ? ir::DType::kFp16 : ir::DType::kBf16;
   }
 
-  const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(in, options);
+  const SyncPlan& planned = ctx.plan(options);
   std::vector<ChunkPlan> plans;
   std::vector<lowering::SplitRequest> requests;
   for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {

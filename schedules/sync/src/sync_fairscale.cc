@@ -148,7 +148,7 @@ struct ChunkSplit {
 }  // namespace
 
 void add_fairscale_sync(SyncContext& ctx, const SyncOptions& options) {
-  const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(ctx.input(), options);
+  const SyncPlan& planned = ctx.plan(options);
   std::vector<lowering::SplitRequest> requests;
   std::vector<std::map<std::int32_t, ChunkSplit>> splits(static_cast<std::size_t>(ctx.num_ranks()));
   for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {

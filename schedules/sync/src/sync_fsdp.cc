@@ -533,7 +533,7 @@ void add_fsdp_sync(SyncContext& ctx, const SyncOptions& options) {
   };
   std::vector<Root> roots;
   std::vector<lowering::SplitRequest> requests;
-  const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(ctx.input(), options);
+  const SyncPlan& planned = ctx.plan(options);
   for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {
     const ir::RankId rank{r};
     for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {

@@ -104,7 +104,7 @@ class MegatronPass {
   bool chain() const { return distopt_ && o_.overlap_param_gather && !warmup_; }
 
   void plan() {
-    const std::vector<std::vector<PlannedBucket>> planned = policy_buckets(ctx_.input(), o_);
+    const SyncPlan& planned = ctx_.plan(o_);
     for (std::int32_t r = 0; r < ctx_.num_ranks(); ++r) {
       const ir::RankId rank{r};
       for (std::int32_t c = 0; c < ctx_.num_chunks(rank); ++c) {

@@ -139,8 +139,8 @@ std::string_view sync_policy_names() noexcept {
   return "ddp|megatron-ddp|megatron-distopt|fairscale-sdp|zero1|zero2|zero3|fsdp1|fsdp2";
 }
 
-void add_sync_policy(ir::GraphBuilder& builder, const SyncInput& input,
-                     const SyncOptions& options) {
+SyncPlan add_sync_policy(ir::GraphBuilder& builder, const SyncInput& input,
+                         const SyncOptions& options) {
   check_options(options, input);
   detail::SyncContext ctx(builder, input);
   switch (options.policy) {
@@ -165,6 +165,7 @@ void add_sync_policy(ir::GraphBuilder& builder, const SyncInput& input,
       break;
   }
   ctx.finish();
+  return ctx.take_plan();
 }
 
 }  // namespace metron::sync

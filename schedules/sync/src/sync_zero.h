@@ -64,10 +64,11 @@
 //
 //   Buckets are per chunk (each chunk's backward flushes its own). Tags: bucket = IPG bucket index
 //   within the chunk; for ZeRO-3 gathers the first gathered layer; 0 (1 for the expert group) for
-//   the post-step gathers, whose chunk is -1 when the rank holds several. ZeRO-3's
-//   reduce-scatters and its post-step gather take policy_buckets' ids instead (bucket_plan.h:
-//   bucket k of chunk c is the rank's chunk-0..c−1 bucket count + k, the gather the last id),
-//   by which the model payload finds their tensors.
+//   the post-step gathers, whose chunk is -1 when the rank holds several. ZeRO-3's collectives
+//   take the plan's ids instead (bucket_plan.h: bucket k of chunk c is the rank's chunk-0..c−1
+//   bucket count + k, the post-step gather the last id, then each per-layer gather the next
+//   free id as the walk issues it, SyncContext::add_planned), by which the model payload finds
+//   the tensors each carries.
 //
 //   Note [zero per-tensor collectives]: DeepSpeed through v0.5.x gathered and reduced one
 //   tensor per call. partition_parameters.py's _allgather_param (v0.3.13, line 596) and

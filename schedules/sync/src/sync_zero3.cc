@@ -70,6 +70,8 @@ class Zero3 {
   void prefetch(TaskId piece, Work w, std::int32_t step);
   [[nodiscard]] bool reused(Work w, std::int32_t step) const;
   TaskId gather(TaskId piece, Work w, const std::vector<std::int32_t>& modules, std::string label);
+  [[nodiscard]] PlannedBucket gathered(std::int32_t c,
+                                       const std::vector<std::int32_t>& modules) const;
   void on_gradient_piece(TaskId piece, Work w, TaskId next);
   void synchronize(TaskId piece, const std::string& why);
   void gather_persistent(TaskId step);
@@ -191,7 +193,7 @@ void Zero3::run() {
         ", max reuse distance " + std::to_string(options_.zero_max_reuse_distance) +
         "; expected element counts >= 0");
   }
-  planned_ = policy_buckets(ctx_.input(), options_);
+  planned_ = ctx_.plan(options_);
   plan();
   for (std::int32_t r = 0; r < ctx_.num_ranks(); ++r) walk(RankId{r});
 }
@@ -335,6 +337,7 @@ TaskId Zero3::gather(TaskId piece, Work w, const std::vector<std::int32_t>& modu
     bytes += module(w.chunk, i).gathered_bytes;
     tensors += module(w.chunk, i).gathered_tensors;
   }
+  const std::int32_t tag = ctx_.add_planned(rank_, gathered(w.chunk, modules));
   // _allgather_param synchronises the device before each tensor's gather.
   if (options_.zero_synchronous_fetch) synchronize(piece, "before " + label);
   const TaskId ag =
@@ -342,7 +345,7 @@ TaskId Zero3::gather(TaskId piece, Work w, const std::vector<std::int32_t>& modu
                               .op = ir::CollectiveOp::kAllGather,
                               .bytes = bytes,
                               .dtype = SyncContext::dtype_of(ctx_.input().param_bytes),
-                              .bucket = module(w.chunk, modules.front()).layer,
+                              .bucket = tag,
                               .chunk = w.chunk,
                               .microbatch = w.microbatch,
                               .label = std::move(label),
@@ -413,6 +416,27 @@ void Zero3::synchronize(TaskId piece, const std::string& why) {
   }
   for (TaskId c : unsynchronised_) ctx_.issue_before(piece, ctx_.host_wait(rank_, c, label));
   unsynchronised_.clear();
+}
+
+// What a gather of `modules` carries, for the plan: their partitioned tensors, module by module,
+// in DeepSpeed's per-tensor partitions.
+PlannedBucket Zero3::gathered(std::int32_t c, const std::vector<std::int32_t>& modules) const {
+  const std::vector<ParamTensor>& tensors = ctx_.params(rank_)[static_cast<std::size_t>(c)].tensors;
+  const std::int64_t d = ctx_.input().data_parallel;
+  std::vector<std::int32_t> members;
+  for (const std::int32_t i : modules) {
+    for (std::size_t t = 0; t < tensors.size(); ++t) {
+      if (tensors[t].layer == module(c, i).layer && partitioned(tensors[t].numel)) {
+        members.push_back(static_cast<std::int32_t>(t));
+      }
+    }
+  }
+  Bucket b = make_bucket(tensors, std::move(members));
+  b.padded_numel = 0;
+  for (const std::int32_t t : b.tensors) {
+    b.padded_numel += round_up(tensors[static_cast<std::size_t>(t)].numel, d);
+  }
+  return {.chunk = c, .bucket = std::move(b), .per_tensor_partitions = true};
 }
 
 // _post_step: the updated persistent parameters all-gathered (all_gather_coalesced layout).

@@ -73,10 +73,12 @@ struct Step {
   /// Whether sends and receives are charged as transfers inside one node (models::
   /// ParallelGroups::pp_neighbours_share_node), as a profile's p2p entries are looked up.
   bool p2p_same_node = false;
-  /// What the sync-policy pass was given (its chunks' parameter tensors, by pipeline rank):
-  /// sync::policy_buckets of it names the buckets the graph's collectives carry. Empty params
-  /// when the step has no data-parallel sync.
+  /// What the sync-policy pass was given (its chunks' parameter tensors, by pipeline rank).
+  /// Empty params when the step has no data-parallel sync.
   sync::SyncInput sync_input;
+  /// What the pass returned: by pipeline rank, the buckets its collectives carry, by their
+  /// tags (sync::SyncPlan); empty without sync or for zero1/zero2.
+  sync::SyncPlan sync_plan;
   /// What sim::SimOptions::compute_slowdown_during_comm takes for this step (step 5).
   double compute_slowdown_during_comm = 0;
   /// What sim::SimOptions::comm_slowdown_during_compute takes for this step (step 5).

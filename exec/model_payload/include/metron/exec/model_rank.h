@@ -29,11 +29,11 @@
 //     piece instead, which waits, through the pieces before it, for every gather of its
 //     stage's parameters; a backward then finds them still gathered (parameters do not change
 //     within a step), so the payload never drops a gathered unit's values (no reshard).
-//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero3 with
-//     persistent tensors only, fsdp1, fsdp2 with its shard group the whole dp group): a
-//     collective's
-//     bucket tag names one of sync::policy_buckets' buckets, the same function the graph's pass
-//     took them from, and its role (bucket_plan.h) must be what the collective's op does. Its
+//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero3, fsdp1,
+//     fsdp2 with its shard group the whole dp group): a collective's bucket tag names one of
+//     the buckets of the plan the graph's sync pass returned (Step::sync_plan: sync::
+//     policy_buckets, and ZeRO-3's per-layer gathers as its walk issued them), and its role
+//     (bucket_plan.h) must be what the collective's op does. Its
 //     members' gradients (or parameters, for a gather or broadcast) are packed one after another
 //     into a flat fp32 buffer of the collective's size (what is left is padding, zeros), from
 //     every stage they belong to (an OSS owner's tensors span the rank's chunks), gradients
@@ -59,8 +59,7 @@
 //     takes each from the replica that holds it current (rank_record.h), as consolidating a
 //     sharded checkpoint does.
 //   - Not run yet, and refused by name (the CLI before start, ModelRank at construction): ZeRO-1
-//     and -2, ZeRO-3's per-layer gathers of partitioned tensors (tagged with their first layer,
-//     not the set of layers the prefetch coalesced), HSDP's all-reduce of shards, fp16 broadcasts
+//     and -2, HSDP's all-reduce of shards, fp16 broadcasts
 //     and compression hooks, tensor-parallel collectives (the graph's intra-layer collectives do
 //     not say which tensor they carry), DualPipe's second direction (copies of the first
 //     direction's stages, whose gradients the graph does not sum).
@@ -93,7 +92,7 @@ struct ModelTransport {
 };
 
 /// What the sync-policy pass built the graph's data-parallel collectives from (Step::
-/// sync_input) and its bucket plan (sync::policy_buckets of it); empty without data parallelism.
+/// sync_input) and the plan it returned (Step::sync_plan); empty without data parallelism.
 struct ModelSync {
   sync::SyncInput input;
   std::vector<std::vector<sync::PlannedBucket>> buckets;  ///< by pipeline rank

@@ -13,44 +13,6 @@
 
 namespace metron::sync {
 
-/// What the collectives of a planned bucket do with its tensors.
-enum class BucketRole : std::uint8_t {
-  /// Reduce the gradients among the replicas: all-reduce (ddp, megatron-ddp), or reduce-scatter
-  /// and all-gather the stepped parameters back (megatron-distopt).
-  kGradients,
-  /// Reduce the gradients to bucket.owner, whose optimizer alone steps them (fairscale).
-  kReduceToOwner,
-  /// Broadcast the parameters from bucket.owner: fairscale's start-up broadcast (owner 0) and
-  /// OSS's broadcast of each owner's parameters after the step.
-  kBroadcastParameters,
-};
-
-/// `PlannedBucket::chunk` of a bucket that holds tensors of every chunk of the rank.
-inline constexpr std::int32_t kAllChunks = -1;
-
-/// One bucket of a pipeline rank.
-struct PlannedBucket {
-  /// The chunk whose tensors `bucket.tensors` index; kAllChunks: they index the rank's chunks'
-  /// tensors one after another, chunk 0 first (OSS's registration order; bucket_members).
-  std::int32_t chunk = 0;
-  std::int32_t id = 0;  ///< ir::Task::bucket of its collectives: unique per rank
-  Bucket bucket;
-  BucketRole role = BucketRole::kGradients;
-  /// DeepSpeed ZeRO-3's layout: each member padded to a multiple of the group size d and cut
-  /// into d equal partitions, rank r owning partition r of every member, and r's share of the
-  /// collective's buffer holding its partitions one after another (the interleaved
-  /// reduce-scatter buffer, all_gather_coalesced's output). Otherwise members lie one after
-  /// another and a rank's share is a contiguous run of the concatenation.
-  bool per_tensor_partitions = false;
-};
-
-/// One tensor of a pipeline rank: its chunk and its index among the chunk's tensors.
-struct TensorRef {
-  std::int32_t chunk = 0;
-  std::int32_t tensor = 0;
-  friend bool operator==(const TensorRef&, const TensorRef&) = default;
-};
-
 /// The tensors of `bucket` in bucket order, resolved against the rank's `chunks`.
 std::vector<TensorRef> bucket_members(const std::vector<ChunkParams>& chunks,
                                       const PlannedBucket& bucket);

@@ -50,6 +50,7 @@
 
 #include "metron/ir/graph_builder.h"
 #include "metron/ir/task.h"
+#include "metron/sync/bucketing.h"
 #include "metron/sync/param_tensors.h"
 
 namespace metron::sync {
@@ -152,9 +153,15 @@ struct SyncInput {
   bool interleaved = false;      ///< Megatron's interleaved schedule (align_param_gather, ...)
 };
 
+/// By pipeline rank, every bucket the sync pass's collectives carry, by their ir::Task::bucket
+/// tags: policy_buckets (bucket_plan.h) and, for ZeRO-3, the per-layer gathers its walk issued.
+using SyncPlan = std::vector<std::vector<PlannedBucket>>;
+
 /// Adds the policy's collectives, streams, groups, host waits and buffers (Note [sync policies])
-/// to a lowered step. Throws InvalidConfig naming an option the policy cannot take (e.g.
+/// to a lowered step, and returns its plan (empty for zero1 and zero2, whose buckets are not
+/// planned). Throws InvalidConfig naming an option the policy cannot take (e.g.
 /// overlap_param_gather without the distributed optimizer) or params of the wrong shape.
-void add_sync_policy(ir::GraphBuilder& builder, const SyncInput& input, const SyncOptions& options);
+SyncPlan add_sync_policy(ir::GraphBuilder& builder, const SyncInput& input,
+                         const SyncOptions& options);
 
 }  // namespace metron::sync

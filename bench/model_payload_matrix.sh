@@ -40,6 +40,8 @@ syncs=(
   "megatron-distopt dp4|--dp 4 --sync megatron-distopt"
   "megatron-distopt dp2 opg|--dp 2 --sync megatron-distopt --overlap-grad-reduce --overlap-param-gather --bucket-size 20000"
   "fairscale-sdp dp2|--dp 2 --sync fairscale-sdp --bucket-size 5000"
+  "zero1 dp2|--dp 2 --sync zero1 --bucket-size 5000"
+  "zero2 dp2|--dp 2 --sync zero2 --bucket-size 5000"
   "zero3 dp2|--dp 2 --sync zero3 --bucket-size 5000"
   "zero3 dp2 partitioned|--dp 2 --sync zero3 --bucket-size 5000 --zero-param-persistence-threshold 1000"
   "fsdp1 dp2|--dp 2 --sync fsdp1"

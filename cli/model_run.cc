@@ -80,11 +80,6 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
                              .sync = {.input = step.sync_input, .buckets = {}}};
   if (!step.sync_input.params.empty()) {
     const sync::SyncPolicy policy = scenario.sync.policy;
-    if (policy == sync::SyncPolicy::kZero1 || policy == sync::SyncPolicy::kZero2) {
-      throw InvalidConfig("--payload model: --sync " + std::string(sync::to_string(policy)) +
-                          " is not run by the model payload yet; expected ddp, megatron-ddp, "
-                          "megatron-distopt, fairscale-sdp, zero3, fsdp1 or fsdp2 (or dp 1)");
-    }
     const bool fsdp = policy == sync::SyncPolicy::kFsdp1 || policy == sync::SyncPolicy::kFsdp2;
     if (fsdp &&
         sync::fsdp_shard_size(step.sync_input, scenario.sync) != step.sync_input.data_parallel) {

@@ -70,7 +70,6 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
   ASSERT_EQ(metron("schedule --pp 2 -m 4 --format json -o " + path("g.json")).code, 0);
   const std::pair<std::string, std::string> refusals[] = {
       {"--check", "--check: the timing payload computes no values to check"},
-      {"--payload model --dp 2 --sync zero2", "--sync zero2 is not run by the model payload yet"},
       {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
       {"--payload model --model gpt3-125m", "tied embeddings"},

@@ -167,7 +167,7 @@ scenario::Scenario scenario_of(const Config& c) {
   // fairscale: elements per owner bucket; the larger tensors are reduced on their own.
   if (c.sync == "fairscale-sdp") s.sync.bucket_size = 300;
   // zero3: IPG buckets of 3000 elements, each reduce-scattered after every microbatch.
-  if (c.sync == "zero3") s.sync.bucket_size = 3000;
+  if (c.sync.starts_with("zero")) s.sync.bucket_size = 3000;
   if (c.partitioned) s.sync.zero_param_persistence_threshold = 0;
   return s;
 }
@@ -301,6 +301,10 @@ INSTANTIATE_TEST_SUITE_P(
         Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "zero3"},
         Config{.schedule = "zb-h1", .pp = 1, .dp = 4, .sync = "zero3"},
         Config{.schedule = "1f1b", .dp = 2, .sync = "zero3", .partitioned = true},
+        // All-reduced buckets (after every microbatch for ZeRO-2), each rank stepping its share
+        // of the flat parameter group, gathered after the step.
+        Config{.schedule = "1f1b", .dp = 2, .sync = "zero1"},
+        Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "zero2"},
         Config{.schedule = "interleaved-1f1b",
                .vp = 2,
                .dp = 2,

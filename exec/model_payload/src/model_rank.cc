@@ -82,7 +82,7 @@ struct SyncBucket {
   /// a reduce-scatter, everything after a reduce to it, nothing after a reduce to another.
   std::int64_t owned_begin = 0;
   std::int64_t owned_end = 0;
-  /// A reduce-scatter or reduce: only the owners of its elements step them.
+  /// A reduce-scatter, reduce or all-gather: only the owners of its elements step them.
   bool shards_optimizer = false;
   /// An all-reduce, reduce-scatter or reduce: its stages' gradients are synced.
   bool reduces = false;
@@ -247,7 +247,9 @@ struct ModelRank::Impl {
                        std::to_string(b.length));
     }
     b.length = length;
-    if (c.op == ir::CollectiveOp::kReduceScatter) {
+    if (sharded) {
+      // A reduce-scatter hands the rank its share to step; a gather after the step takes each
+      // rank's share from it (ZeRO-1/2, whose all-reduce shards nothing): the same share.
       const auto me = std::find(group.begin(), group.end(), rank) - group.begin();
       b.shards_optimizer = true;
       b.owned_begin = me * (length / members);
@@ -609,10 +611,19 @@ struct ModelRank::Impl {
       for (std::int64_t i = 0; i < std::ssize(b.slots); ++i) {
         const Slot& slot = b.slots[static_cast<std::size_t>(i)];
         if (slot.stage != index) continue;
-        if (i >= b.owned_begin && i < b.owned_end) {
-          shard.push_back(slot.index);
-        } else {
-          s.stale[static_cast<std::size_t>(slot.index)] = true;  // its owner steps it
+        if (i >= b.owned_begin && i < b.owned_end) shard.push_back(slot.index);
+      }
+    }
+    // An element can be owned through two buckets (ZeRO-3's reduce-scatter and gather of it).
+    std::sort(shard.begin(), shard.end());
+    shard.erase(std::unique(shard.begin(), shard.end()), shard.end());
+    // What the rank does not own, its owner steps: stale here until gathered.
+    for (const auto& [id, b] : buckets) {
+      if (!b.shards_optimizer) continue;
+      for (std::int64_t i = 0; i < std::ssize(b.slots); ++i) {
+        const Slot& slot = b.slots[static_cast<std::size_t>(i)];
+        if (slot.stage == index && !std::binary_search(shard.begin(), shard.end(), slot.index)) {
+          s.stale[static_cast<std::size_t>(slot.index)] = true;
         }
       }
     }

@@ -115,6 +115,44 @@ std::vector<PlannedBucket> zero3_buckets(const std::vector<ChunkParams>& chunks,
   return out;
 }
 
+/// Note [zero lowering] (sync_zero.h): one pipeline rank's ZeRO-1/2 all-reduce buckets per
+/// chunk (registration order for ZeRO-1 without overlap_comm, which reduces after the backward),
+/// then the after-step gather of its dense tensors over all chunks, padded to 2·d.
+std::vector<PlannedBucket> zero12_buckets(const std::vector<ChunkParams>& chunks,
+                                          const SyncInput& input, const SyncOptions& options) {
+  const bool zero2 = options.policy == SyncPolicy::kZero2;
+  const bool registration_order = !zero2 && !options.overlap_grad_reduce.value_or(false);
+  std::vector<PlannedBucket> out;
+  std::vector<ParamTensor> all;
+  std::vector<std::int32_t> dense;  // indices into `all`
+  for (std::size_t c = 0; c < chunks.size(); ++c) {
+    std::vector<ParamTensor> tensors = chunks[c].tensors;
+    for (const ParamTensor& t : tensors) {
+      if (!t.expert) dense.push_back(static_cast<std::int32_t>(all.size()));
+      all.push_back(t);
+    }
+    // zero_ipg_buckets walks gradient-ready order; layer −i makes it registration order.
+    if (registration_order) {
+      for (std::size_t i = 0; i < tensors.size(); ++i) tensors[i].layer = -static_cast<int>(i);
+    }
+    for (Bucket& b :
+         zero_ipg_buckets(tensors, options.bucket_size.value_or(kZeroDefaultReduceBucket))) {
+      out.push_back({.chunk = static_cast<std::int32_t>(c),
+                     .id = static_cast<std::int32_t>(out.size()),
+                     .bucket = make_bucket(chunks[c].tensors, std::move(b.tensors))});
+    }
+  }
+  if (dense.empty()) return out;
+  Bucket gathered = make_bucket(all, std::move(dense));
+  const std::int64_t shares = 2 * std::int64_t{input.data_parallel};
+  gathered.padded_numel = (gathered.numel + shares - 1) / shares * shares;
+  if (gathered.numel == 0) return out;  // the pass gathers nothing then
+  out.push_back({.chunk = kAllChunks,
+                 .id = static_cast<std::int32_t>(out.size()),
+                 .bucket = std::move(gathered)});
+  return out;
+}
+
 /// Note [fairscale sync] (sync_fairscale.cc): one pipeline rank's units, in id order.
 std::vector<PlannedBucket> fairscale_buckets(const std::vector<ChunkParams>& chunks,
                                              const SyncInput& input, const SyncOptions& options) {
@@ -199,6 +237,10 @@ std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
       out[r] = zero3_buckets(input.params[r], input, options);
       continue;
     }
+    if (options.policy == SyncPolicy::kZero1 || options.policy == SyncPolicy::kZero2) {
+      out[r] = zero12_buckets(input.params[r], input, options);
+      continue;
+    }
     const auto pipeline_rank = static_cast<std::int32_t>(r);
     std::int32_t next_id = 0;
     for (std::size_t c = 0; c < input.params[r].size(); ++c) {
@@ -224,10 +266,10 @@ std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
           buckets = fsdp_units(tensors, fsdp_shard_size(input, options));
           break;
         default:
-          throw InvalidConfig(
-              "policy_buckets: " + std::string(to_string(options.policy)) +
-              " communicates units that are not buckets of one gradient buffer; "
-              "expected ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero3, fsdp1 or fsdp2");
+          throw InvalidConfig("policy_buckets: " + std::string(to_string(options.policy)) +
+                              " communicates units that are not buckets of one gradient buffer; "
+                              "expected ddp, megatron-ddp, megatron-distopt, fairscale-sdp, "
+                              "zero1-3, fsdp1 or fsdp2");
       }
       for (Bucket& b : buckets) {
         out[r].push_back({.chunk = chunk, .id = next_id++, .bucket = std::move(b)});

@@ -109,7 +109,7 @@ void add_zero_sync(SyncContext& ctx, const SyncOptions& options) {
   if (cfg.stage == 3) {
     zero::add_zero3_sync(ctx, cfg, options);
   } else {
-    zero::add_zero12_sync(ctx, cfg);
+    zero::add_zero12_sync(ctx, cfg, options);
   }
 }
 

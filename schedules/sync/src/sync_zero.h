@@ -224,7 +224,7 @@ std::vector<TaskId> hook_pieces(const SyncContext& ctx, const std::vector<TaskId
                                 const std::vector<ReduceBucket>& buckets);
 
 /// ZeRO-1 or ZeRO-2 (sync_zero12.cc).
-void add_zero12_sync(SyncContext& ctx, const ZeroConfig& cfg);
+void add_zero12_sync(SyncContext& ctx, const ZeroConfig& cfg, const SyncOptions& options);
 /// ZeRO-3 (sync_zero3.cc).
 void add_zero3_sync(SyncContext& ctx, const ZeroConfig& cfg, const SyncOptions& options);
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "metron/sync/bucket_plan.h"
 #include "sync_zero.h"
 
 namespace metron::sync::detail::zero {
@@ -21,7 +22,8 @@ namespace {
 
 class Zero12 {
  public:
-  Zero12(SyncContext& ctx, const ZeroConfig& cfg) : ctx_(ctx), cfg_(cfg) {}
+  Zero12(SyncContext& ctx, const ZeroConfig& cfg, const SyncOptions& options)
+      : ctx_(ctx), cfg_(cfg), planned_(ctx.plan(options)) {}
   void run();
 
  private:
@@ -35,6 +37,13 @@ class Zero12 {
     BufferId ipg;
   };
   [[nodiscard]] bool hooks() const { return cfg_.stage == 2 || cfg_.overlap; }
+  /// The tag of `rank`'s all-reduces of `chunk`'s bucket `index`, or of its after-step gather
+  /// (index -1), as policy_buckets numbers them.
+  [[nodiscard]] std::int32_t planned_id(RankId rank, std::int32_t chunk, std::int32_t index) const {
+    const auto& planned = planned_[static_cast<std::size_t>(ctx_.pipeline_rank(rank))];
+    if (index >= 0) return chunk_buckets(planned, chunk).first_id + index;
+    return planned.empty() ? 0 : planned.back().id;
+  }
   [[nodiscard]] bool communicates(std::int32_t mb) const {
     return cfg_.stage == 2 || mb == cfg_.last_microbatch;
   }
@@ -49,6 +58,7 @@ class Zero12 {
 
   SyncContext& ctx_;
   const ZeroConfig& cfg_;
+  SyncPlan planned_;  // the tags (policy_buckets)
   Pieces pieces_;
   std::vector<std::vector<std::vector<ReduceBucket>>> buckets_;  // [rank][chunk]
   std::map<Work, Backward> backwards_;                           // of the rank being walked
@@ -115,16 +125,17 @@ std::vector<Zero12::Reduction> Zero12::reduce(RankId rank, Work w, std::size_t k
                         layers_text(b.low, b.high) + ")" +
                         (kind == lowering::GroupKind::kExpertData ? " expert" : "") + " " +
                         trigger + " mb " + std::to_string(w.microbatch);
-    out.emplace_back(kind,
-                     ctx_.collective(rank, {.kind = kind,
-                                            .op = ir::CollectiveOp::kAllReduce,
-                                            .bytes = numel * ctx_.input().grad_bytes,
-                                            .dtype = SyncContext::dtype_of(ctx_.input().grad_bytes),
-                                            .bucket = static_cast<std::int32_t>(k),
-                                            .chunk = w.chunk,
-                                            .microbatch = w.microbatch,
-                                            .label = std::move(label),
-                                            .deps = {after}}));
+    out.emplace_back(
+        kind,
+        ctx_.collective(rank, {.kind = kind,
+                               .op = ir::CollectiveOp::kAllReduce,
+                               .bytes = numel * ctx_.input().grad_bytes,
+                               .dtype = SyncContext::dtype_of(ctx_.input().grad_bytes),
+                               .bucket = planned_id(rank, w.chunk, static_cast<std::int32_t>(k)),
+                               .chunk = w.chunk,
+                               .microbatch = w.microbatch,
+                               .label = std::move(label),
+                               .deps = {after}}));
   }
   return out;
 }
@@ -236,15 +247,19 @@ void Zero12::gather_after_step(RankId rank, TaskId step) {
                                .deps = {step}});
     ctx_.issue_after(step, ag);
   };
-  if (dense > 0) gather(lowering::GroupKind::kData, dense, ctx_.input().data_parallel, 0, "");
+  // The dense gather is the plan's last bucket; the expert one (not planned) the tag after it.
+  const std::int32_t tag = planned_id(rank, 0, -1);
+  if (dense > 0) gather(lowering::GroupKind::kData, dense, ctx_.input().data_parallel, tag, "");
   if (expert > 0) {
-    gather(lowering::GroupKind::kExpertData, expert, ctx_.input().expert_data_parallel, 1,
+    gather(lowering::GroupKind::kExpertData, expert, ctx_.input().expert_data_parallel, tag + 1,
            "expert ");
   }
 }
 
 }  // namespace
 
-void add_zero12_sync(SyncContext& ctx, const ZeroConfig& cfg) { Zero12(ctx, cfg).run(); }
+void add_zero12_sync(SyncContext& ctx, const ZeroConfig& cfg, const SyncOptions& options) {
+  Zero12(ctx, cfg, options).run();
+}
 
 }  // namespace metron::sync::detail::zero

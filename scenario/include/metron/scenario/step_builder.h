@@ -77,7 +77,7 @@ struct Step {
   /// Empty params when the step has no data-parallel sync.
   sync::SyncInput sync_input;
   /// What the pass returned: by pipeline rank, the buckets its collectives carry, by their
-  /// tags (sync::SyncPlan); empty without sync or for zero1/zero2.
+  /// tags (sync::SyncPlan); empty without sync.
   sync::SyncPlan sync_plan;
   /// What sim::SimOptions::compute_slowdown_during_comm takes for this step (step 5).
   double compute_slowdown_during_comm = 0;

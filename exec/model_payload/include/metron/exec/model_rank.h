@@ -29,7 +29,7 @@
 //     piece instead, which waits, through the pieces before it, for every gather of its
 //     stage's parameters; a backward then finds them still gathered (parameters do not change
 //     within a step), so the payload never drops a gathered unit's values (no reshard).
-//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero3, fsdp1,
+//   - Data-parallel sync (ddp, megatron-ddp, megatron-distopt, fairscale-sdp, zero1-3, fsdp1,
 //     fsdp2 with its shard group the whole dp group): a collective's bucket tag names one of
 //     the buckets of the plan the graph's sync pass returned (Step::sync_plan: sync::
 //     policy_buckets, and ZeRO-3's per-layer gathers as its walk issued them), and its role
@@ -50,16 +50,18 @@
 //     per_tensor_partitions), where a rank's share of every bucket and of the after-step
 //     gather must be its partition of each tensor.
 //   - Where a stage's buckets shard the optimizer, the rank steps only what it owns (AdamW's
-//     state kept for those elements): its chunk of each reduce-scattered bucket (Megatron's
-//     distributed optimizer, FSDP's units), the buckets reduced to it (fairscale's OSS).
+//     state kept for those elements): its share of each reduce-scattered or after-step gathered
+//     bucket (Megatron's distributed optimizer, FSDP's units, ZeRO's partitions; ZeRO-1/2
+//     all-reduce the gradients and shard only the step and its gather), the buckets reduced to
+//     it (fairscale's OSS).
 //     Otherwise the whole stage steps. The other elements are then stale here until a gather
 //     or broadcast brings the owner's values: right after the step (distopt, OSS) or in the
 //     next step's forward (FSDP, overlap_param_gather), so after a run's last step a rank may
 //     hold only its shard current. The record lists the stale elements, and replica_record
 //     takes each from the replica that holds it current (rank_record.h), as consolidating a
 //     sharded checkpoint does.
-//   - Not run yet, and refused by name (the CLI before start, ModelRank at construction): ZeRO-1
-//     and -2, HSDP's all-reduce of shards, fp16 broadcasts
+//   - Not run yet, and refused by name (the CLI before start, ModelRank at construction): HSDP's
+//     all-reduce of shards, fp16 broadcasts
 //     and compression hooks, tensor-parallel collectives (the graph's intra-layer collectives do
 //     not say which tensor they carry), DualPipe's second direction (copies of the first
 //     direction's stages, whose gradients the graph does not sum).

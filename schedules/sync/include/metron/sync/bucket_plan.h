@@ -34,8 +34,10 @@ std::int32_t fsdp_shard_size(const SyncInput& input, const SyncOptions& options)
 /// chunk (zero_ipg_buckets, reduce-scattered per microbatch), then the after-step gather of the
 /// persistent tensors (numel <= zero_param_persistence_threshold) over all chunks, when any, all
 /// per_tensor_partitions (its per-layer gathers of the other tensors coalesce sets that the
-/// prefetch decides while walking the step, so they are not planned here). Throws InvalidConfig
-/// for zero1 and zero2, whose buckets the model payload does not run.
+/// prefetch decides while walking the step: SyncContext::add_planned); zero1's and zero2's IPG
+/// buckets per chunk (all-reduced; ZeRO-1 without overlap_comm fills them in registration
+/// order), then the after-step gather of the dense tensors over all chunks, padded to 2·dp
+/// (each rank steps its contiguous share of it), all kGradients.
 std::vector<std::vector<PlannedBucket>> policy_buckets(const SyncInput& input,
                                                        const SyncOptions& options);
 

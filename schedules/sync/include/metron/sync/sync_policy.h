@@ -158,9 +158,8 @@ struct SyncInput {
 using SyncPlan = std::vector<std::vector<PlannedBucket>>;
 
 /// Adds the policy's collectives, streams, groups, host waits and buffers (Note [sync policies])
-/// to a lowered step, and returns its plan (empty for zero1 and zero2, whose buckets are not
-/// planned). Throws InvalidConfig naming an option the policy cannot take (e.g.
-/// overlap_param_gather without the distributed optimizer) or params of the wrong shape.
+/// to a lowered step, and returns its plan. Throws InvalidConfig naming an option the policy cannot
+/// take (e.g. overlap_param_gather without the distributed optimizer) or params of the wrong shape.
 SyncPlan add_sync_policy(ir::GraphBuilder& builder, const SyncInput& input,
                          const SyncOptions& options);
 

@@ -292,6 +292,13 @@ INSTANTIATE_TEST_SUITE_P(
         Config{.schedule = "1f1b", .dp = 2, .sync = "fsdp2"},
         Config{.schedule = "interleaved-1f1b", .vp = 2, .dp = 2, .sync = "fsdp1"},
         Config{.schedule = "zb-h1", .dp = 2, .sync = "fsdp2"},
+        // Backwards from the highest microbatch down: FSDP reduces in the last one run.
+        Config{.schedule = "looped-bfs", .vp = 2, .dp = 2, .sync = "fsdp2"},
+        Config{.schedule = "looped-bfs",
+               .vp = 2,
+               .dp = 2,
+               .sync = "zero1",
+               .overlap_grad_reduce = true},
         // F&B units: a forward and another microbatch's backward in one task.
         Config{.schedule = "dualpipe-v", .vp = 2},
         Config{.schedule = "dualpipe-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"},

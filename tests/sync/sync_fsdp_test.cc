@@ -247,6 +247,25 @@ TEST(Fsdp1, PipelineGathersPerMicrobatchAndReducesOnlyInTheLastBackward) {
   }
 }
 
+TEST(Fsdp2, ReducesInTheLastBackwardTheScheduleRunsNotTheHighestMicrobatch) {
+  // Looped BFS runs each chunk's backwards from the highest microbatch down (B1 then B0), so
+  // pipelining's gradient sync is on for B0: every reduce-scatter of either chunk is microbatch
+  // 0's (the model payload's check failed at 199 times the tolerance when B1 reduced).
+  SyncStepSpec spec = small_step();
+  spec.schedule = "looped-bfs";
+  spec.pp = 2;
+  spec.vp = 2;
+  spec.microbatches = 2;
+  const ir::Graph g = lower_with(spec, {.policy = SyncPolicy::kFsdp2});
+  std::int32_t reduce_scatters = 0;
+  for (const auto& c : testing::issued_collectives(g, kRank0)) {
+    if (c.op != ir::CollectiveOp::kReduceScatter) continue;
+    ++reduce_scatters;
+    EXPECT_EQ(c.microbatch, 0) << c.label;
+  }
+  EXPECT_GT(reduce_scatters, 0);
+}
+
 TEST(Fsdp2, ImplicitPrefetchAndStreamWaitsBoundTheGathers) {
   // Embedding (40) and head (20) make the root unit 0 (60 elements); layers are units 1-4.
   // F0: the root is gathered first (never resharded after forward), then each layer unit right

@@ -24,11 +24,13 @@
 //   unit's padded gradient on the shard group, waiting for the piece; HSDP then all-reduces the
 //   shard over the replicate group (skipped for a replicate group of one rank: it moves nothing).
 //   Gradient sync: torch.distributed.pipelining turns gradient sync off for every backward but the
-//   last (set_requires_gradient_sync), so only microbatch M−1 reduces; FSDP1 is modelled the same
-//   way (its no_sync). PyTorch ≥ 2.6 instead keeps units unsharded after every backward and issues
-//   all of a stage's reduce-scatters after its last backward; we follow the per-unit hooks.
-//   The final callback makes the compute stream wait for every reduction of the chunk: the next
-//   compute task after the chunk's last backward and the optimizer step depend on them.
+//   last one the stage runs (set_requires_gradient_sync; SyncContext::last_gradient_microbatch:
+//   microbatch M−1 except where a schedule runs backwards from the highest microbatch down, as
+//   looped BFS does), so only that one reduces; FSDP1 is modelled the same way (its no_sync).
+//   PyTorch ≥ 2.6 instead keeps units unsharded after every backward and issues all of a stage's
+//   reduce-scatters after its last backward; we follow the per-unit hooks. The final callback makes
+//   the compute stream wait for every reduction of the chunk: the next compute task after the
+//   chunk's last backward and the optimizer step depend on them.
 //
 //   Limits: FSDP1's rate limiter queues a free event (the unit's last piece) per reshard that
 //   frees, and every _unshard call (pre-forward, pre-backward unless prefetched, prefetch) first
@@ -174,12 +176,13 @@ struct Anchor {
 class RootPass {
  public:
   RootPass(SyncContext& ctx, const FsdpConfig& config, const StreamNeighbours& neighbours,
-           ir::RankId rank, std::int32_t chunk, std::vector<Unit> units)
+           ir::RankId rank, std::int32_t chunk, std::vector<Unit> units, std::int32_t syncing_mb)
       : ctx_(ctx),
         cfg_(config),
         nb_(neighbours),
         rank_(rank),
         chunk_(chunk),
+        syncing_mb_(syncing_mb),
         units_(std::move(units)) {
     for (std::size_t i = 0; i < units_.size(); ++i) {
       if (!units_[i].root) post_forward_order_.push_back(i);
@@ -198,7 +201,7 @@ class RootPass {
 
  private:
   [[nodiscard]] Unit* root() { return !units_.empty() && units_[0].root ? &units_[0] : nullptr; }
-  [[nodiscard]] bool syncing() const { return mb_ == ctx_.num_microbatches() - 1; }
+  [[nodiscard]] bool syncing() const { return mb_ == syncing_mb_; }
   [[nodiscard]] lowering::GroupKind shard_kind() const {
     return cfg_.hybrid ? lowering::GroupKind::kDataIntra : lowering::GroupKind::kData;
   }
@@ -243,7 +246,8 @@ class RootPass {
   const StreamNeighbours& nb_;
   ir::RankId rank_;
   std::int32_t chunk_ = 0;
-  std::vector<Unit> units_;                      // forward order, the root first
+  std::int32_t syncing_mb_ = -1;  // the backward that reduces: the last the chunk runs
+  std::vector<Unit> units_;       // forward order, the root first
   std::vector<std::size_t> post_forward_order_;  // the root last
   std::int32_t mb_ = 0;
   TaskId stream_wait_;              // root pre-forward: all-gather streams wait for compute
@@ -530,6 +534,7 @@ void add_fsdp_sync(SyncContext& ctx, const SyncOptions& options) {
     std::int32_t chunk = 0;
     std::vector<Unit> units;
     ChunkRequests requests;
+    std::int32_t syncing_mb = -1;
   };
   std::vector<Root> roots;
   std::vector<lowering::SplitRequest> requests;
@@ -537,7 +542,8 @@ void add_fsdp_sync(SyncContext& ctx, const SyncOptions& options) {
   for (std::int32_t r = 0; r < ctx.num_ranks(); ++r) {
     const ir::RankId rank{r};
     for (std::int32_t c = 0; c < ctx.num_chunks(rank); ++c) {
-      Root root{.rank = rank, .chunk = c};
+      // Before the split adds pieces: the chunk's last backward in issue order.
+      Root root{.rank = rank, .chunk = c, .syncing_mb = ctx.last_gradient_microbatch(rank, c)};
       root.units = make_units(ctx.params(rank)[static_cast<std::size_t>(c)],
                               planned[static_cast<std::size_t>(ctx.pipeline_rank(rank))], c);
       if (root.units.empty()) continue;
@@ -557,7 +563,8 @@ void add_fsdp_sync(SyncContext& ctx, const SyncOptions& options) {
     for (Root& root : roots) {
       if (root.rank != rank) continue;
       make_calls(root.requests, pieces, nb, passes.size(), calls);
-      passes.emplace_back(ctx, config, nb, rank, root.chunk, std::move(root.units));
+      passes.emplace_back(ctx, config, nb, rank, root.chunk, std::move(root.units),
+                          root.syncing_mb);
     }
     std::stable_sort(calls.begin(), calls.end(),
                      [](const Call& a, const Call& b) { return a.position < b.position; });

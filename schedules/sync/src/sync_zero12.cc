@@ -44,8 +44,13 @@ class Zero12 {
     if (index >= 0) return chunk_buckets(planned, chunk).first_id + index;
     return planned.empty() ? 0 : planned.back().id;
   }
-  [[nodiscard]] bool communicates(std::int32_t mb) const {
-    return cfg_.stage == 2 || mb == cfg_.last_microbatch;
+  /// The backward `rank` runs last of `chunk` (SyncContext::last_gradient_microbatch: not the
+  /// highest microbatch under looped BFS), the one ZeRO-1 reduces and the step waits for.
+  [[nodiscard]] std::int32_t last_mb(RankId rank, std::int32_t chunk) const {
+    return last_mb_[rank.index()][static_cast<std::size_t>(chunk)];
+  }
+  [[nodiscard]] bool communicates(RankId rank, Work w) const {
+    return cfg_.stage == 2 || w.microbatch == last_mb(rank, w.chunk);
   }
   void plan();
   void walk(RankId rank);
@@ -61,6 +66,7 @@ class Zero12 {
   SyncPlan planned_;  // the tags (policy_buckets)
   Pieces pieces_;
   std::vector<std::vector<std::vector<ReduceBucket>>> buckets_;  // [rank][chunk]
+  std::vector<std::vector<std::int32_t>> last_mb_;               // [rank][chunk]
   std::map<Work, Backward> backwards_;                           // of the rank being walked
 };
 
@@ -71,9 +77,13 @@ void Zero12::run() {
 
 void Zero12::plan() {
   buckets_.resize(static_cast<std::size_t>(ctx_.num_ranks()));
+  last_mb_.resize(static_cast<std::size_t>(ctx_.num_ranks()));
   for (std::int32_t r = 0; r < ctx_.num_ranks(); ++r) {
     const RankId rank{r};
     for (std::int32_t c = 0; c < ctx_.num_chunks(rank); ++c) {
+      // Before the split adds pieces; a chunk without a backward keeps the highest microbatch.
+      const std::int32_t last = ctx_.last_gradient_microbatch(rank, c);
+      last_mb_[rank.index()].push_back(last >= 0 ? last : cfg_.last_microbatch);
       const auto& tensors = ctx_.params(rank)[static_cast<std::size_t>(c)].tensors;
       const auto& buckets = buckets_[rank.index()].emplace_back(
           reduce_buckets(tensors, cfg_.bucket, !hooks(), ctx_.input().data_parallel));
@@ -84,7 +94,7 @@ void Zero12::plan() {
       const ChunkTasks& tasks = ctx_.chunk_tasks(rank, c);
       for (std::size_t mb = 0; mb < tasks.gradient.size(); ++mb) {
         const Work w{c, static_cast<std::int32_t>(mb)};
-        if (!communicates(w.microbatch)) continue;
+        if (!communicates(rank, w)) continue;
         if (mb < tasks.backward_start.size()) {
           pieces_.request(rank, Role::kBackward, w, tasks.backward_start[mb], {});
         }
@@ -181,7 +191,7 @@ void Zero12::on_gradient_piece(RankId rank, TaskId piece, Work w, TaskId next) {
       ctx_.issue_after(piece, ar);
       if (bw.ipg.valid()) ctx_.use(ar, bw.ipg);
       if (!cfg_.overlap) depend(b, ar, next);  // on the compute stream
-      if (w.microbatch == cfg_.last_microbatch) depend(b, ar, step);
+      if (w.microbatch == last_mb(rank, w.chunk)) depend(b, ar, step);
       bw.last[kind] = ar;
     }
     // overlap_comm: before the bucket's copy-in the compute stream waits on the reduction
@@ -206,7 +216,7 @@ void Zero12::on_gradient_piece(RankId rank, TaskId piece, Work w, TaskId next) {
 void Zero12::after_backward(RankId rank, TaskId step, TaskId last_compute) {
   if (!last_compute.valid()) return;
   for (std::int32_t c = 0; c < ctx_.num_chunks(rank); ++c) {
-    const Work w{c, cfg_.last_microbatch};
+    const Work w{c, last_mb(rank, c)};
     const auto& buckets = buckets_[rank.index()][static_cast<std::size_t>(c)];
     const BufferId ipg = buckets.empty() ? BufferId{} : allocate_ipg(rank, w, 1);
     for (std::size_t k = 0; k < buckets.size(); ++k) {

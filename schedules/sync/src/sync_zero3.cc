@@ -32,6 +32,9 @@ struct Module {
 struct Zero3Chunk {
   std::vector<Module> modules;  ///< by ascending layer
   std::vector<ReduceBucket> buckets;
+  /// The backward the chunk runs last (SyncContext::last_gradient_microbatch): the step waits
+  /// for its reduce-scatters.
+  std::int32_t last_mb = -1;
 };
 
 class Zero3 {
@@ -160,8 +163,9 @@ void Zero3::plan() {
   for (std::int32_t r = 0; r < ctx_.num_ranks(); ++r) {
     const RankId rank{r};
     for (std::int32_t c = 0; c < ctx_.num_chunks(rank); ++c) {
-      const Zero3Chunk& plan = chunks_[rank.index()].emplace_back(
+      Zero3Chunk& plan = chunks_[rank.index()].emplace_back(
           plan_chunk(ctx_.params(rank)[static_cast<std::size_t>(c)]));
+      plan.last_mb = ctx_.last_gradient_microbatch(rank, c);  // before the split
       std::vector<std::int32_t> bucket_cuts;
       for (const ReduceBucket& b : plan.buckets) bucket_cuts.push_back(b.low);
       const ChunkTasks& tasks = ctx_.chunk_tasks(rank, c);
@@ -398,7 +402,7 @@ void Zero3::on_gradient_piece(TaskId piece, Work w, TaskId next) {
     red.throttle.record(rs);
     red.last = rs;
     if (!cfg_.overlap) depend(b, rs, next);  // the reduce stream is the compute's
-    if (w.microbatch == cfg_.last_microbatch) depend(b, rs, step);
+    if (w.microbatch == chunk(w.chunk).last_mb) depend(b, rs, step);
   }
   if (piece == pieces.back() && red.last.valid()) {
     ctx_.issue_after(piece, ctx_.host_wait(rank_, red.last, "zero3 epilogue synchronize" + mb));

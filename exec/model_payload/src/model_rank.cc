@@ -74,7 +74,6 @@ struct Slot {
 
 /// One bucket of the rank's data-parallel sync as the payload packs it (Note [model rank]).
 struct SyncBucket {
-  sync::BucketRole role = sync::BucketRole::kGradients;
   std::int64_t length = 0;           ///< elements of its collectives' buffer (bytes / 4)
   std::vector<Slot> slots;           ///< by buffer element
   std::vector<std::int32_t> stages;  ///< the stages its slots name, each once
@@ -236,7 +235,6 @@ struct ModelRank::Impl {
                        (sharded ? ", in equal chunks" : ""));
     }
     SyncBucket& b = buckets[task.bucket.value()];
-    b.role = bucket->role;
     b.per_tensor_partitions = bucket->per_tensor_partitions;
     b.group_size = static_cast<std::int32_t>(members);
     b.reduces = b.reduces || c.op == ir::CollectiveOp::kAllReduce ||

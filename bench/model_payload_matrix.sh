@@ -31,6 +31,7 @@ schedules=(
   "zb-auto pp2|--schedule zb-auto --pp 2"
   "dualpipe-v pp2|--schedule dualpipe-v --pp 2"
   "dualpipe pp2|--schedule dualpipe --pp 2"
+  "dualpipe pp4|--schedule dualpipe --pp 4 -m 8"
 )
 syncs=(
   "dp1|--dp 1"

@@ -46,12 +46,16 @@ bool train_in_fp32(scenario::Scenario& scenario) {
 
 exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const scenario::Step& step,
                                     std::int64_t steps, std::uint64_t seed) {
-  if (scenario.schedule.name == "dualpipe") {
+  // DualPipe runs each model stage twice, as stages pp..2pp-1 of its second direction (Note
+  // [stage copies] in sync/stage_copies.h): the slices are the model's pp stages.
+  const bool copies = scenario.schedule.name == "dualpipe";
+  if (copies && scenario.parallel.dp > 1 &&
+      scenario.sync.policy == sync::SyncPolicy::kFairscaleSdp) {
     throw InvalidConfig(
-        "--payload model: DualPipe's second direction runs copies of the first direction's "
-        "stages (rank r holds model stages r and P-1-r), and the step's graph has no collective "
-        "that sums the two copies' gradients, so the copies would train apart; not run "
-        "(dualpipe-v places each model stage once)");
+        "--payload model: DualPipe with fairscale-sdp is not run: OSS assigns owners over a "
+        "rank's two stages in the rank's own order, so ranks r and pp-1-r own different elements "
+        "of the same stage, and the sum of their copies' reduced gradients would add an owner's "
+        "to a non-owner's");
   }
   const ir::Graph& graph = step.graph;
   // The pipeline rank of each model stage, from the graph's first replica: the schedule's
@@ -70,12 +74,16 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
     stage_ranks.push_back(rank);
   }
   const models::ModelSpec& model = *scenario.model;
-  if (std::ssize(stage_ranks) != scenario.parallel.pp * scenario.parallel.vp) stage_ranks.clear();
+  const models::ParallelSpec parallel = scenario::model_split(scenario);
+  if (copies && std::ssize(stage_ranks) >= parallel.pp) {
+    stage_ranks.resize(static_cast<std::size_t>(parallel.pp));
+  }
+  if (std::ssize(stage_ranks) != parallel.pp * parallel.vp) stage_ranks.clear();
   exec::ModelPayload payload{.setup = {.model = exec::gpt_config_of(model, scenario.parallel, seed),
                                        .steps = steps,
                                        .microbatches = exec::replica_microbatches(graph) *
                                                        (graph.num_ranks() / step.pipeline_ranks)},
-                             .slices = exec::stage_slices(model, scenario.parallel, stage_ranks),
+                             .slices = exec::stage_slices(model, parallel, stage_ranks),
                              .pipeline_ranks = step.pipeline_ranks,
                              .sync = {.input = step.sync_input, .buckets = {}}};
   if (!step.sync_input.params.empty()) {

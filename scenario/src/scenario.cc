@@ -203,12 +203,20 @@ models::StatePolicy state_policy(const Scenario& s) {
   return *policy;
 }
 
+models::ParallelSpec model_split(const Scenario& s) {
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(s.schedule.name);
+  models::ParallelSpec out = s.parallel;
+  if (info.fixed_vp != 0 && out.vp == 1) out.vp = info.fixed_vp;
+  if (info.placement == pipeline::Placement::kBidirectional) out.vp = 1;
+  return out;
+}
+
 void validate(const Scenario& s) {
   if (!s.model && !s.costs) {
     throw InvalidConfig("scenario: expected a \"model\" or explicit \"costs\", got neither");
   }
   if (s.model) {
-    models::validate(s.parallel, *s.model, s.gpus);
+    models::validate(model_split(s), *s.model, s.gpus);
   } else if (!s.parallel.num_microbatches) {
     throw InvalidConfig(
         "scenario: with explicit costs and no model, parallel.num_microbatches is required");

@@ -26,6 +26,7 @@
 #include "metron/models/stage_cost_model.h"
 #include "metron/pipeline/placement.h"
 #include "metron/pipeline/registry.h"
+#include "metron/sync/stage_copies.h"
 #include "metron/sync/sync_policy.h"
 #include "task_operations.h"
 
@@ -67,8 +68,7 @@ Layout layout_of(const Scenario& s) {
   out.spec.microbatches = static_cast<std::int32_t>(*microbatches);
   out.spec.group_size = s.schedule.group_size;
   out.spec.memory_limit = s.schedule.memory_limit;
-  out.model_parallel = p;
-  out.model_parallel.vp = info.placement == pipeline::Placement::kBidirectional ? 1 : vp;
+  out.model_parallel = model_split(s);
   out.model_stages = out.model_parallel.pp * out.model_parallel.vp;
   out.stage_ranks = pipeline::stage_ranks(info.placement, out.spec.pp, out.spec.pp * out.spec.vp);
   return out;
@@ -138,8 +138,9 @@ lowering::IntraLayerComm intra_layer_comm(const models::ModelSpec& model,
 /// What the sync-policy pass needs: every pipeline rank's chunks with their parameter tensors
 /// (models/parameter_tensors.h), from the stages the schedule places on it (`ranks`). Model
 /// stage m holds `stage_layers[m]` layers; the first stage adds the embeddings, the last the
-/// head (DualPipe's second direction repeats the stages without them: its extra copies are not
-/// counted).
+/// head. DualPipe's second direction repeats the model stages, embeddings and head included
+/// (its microbatches enter at the last rank and take their loss on the first): each copy holds
+/// and reduces every parameter of its model stage (Note [stage copies] in sync/stage_copies.h).
 sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
                            const pipeline::ScheduleSpec& spec,
                            const std::vector<std::int32_t>& ranks,
@@ -160,11 +161,11 @@ sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
   for (std::int32_t stage = 0; stage < stages; ++stage) {
     const std::int64_t layers = stage_layers[static_cast<std::size_t>(stage % model_stages)];
     // DualPipe's second direction: the same model stages again, numbered past the model's end.
-    const bool copy = first >= layers_total;
+    const std::int64_t model_first = first % layers_total;
     sync::ChunkParams chunk{.stage = stage};
-    for (const models::ParameterTensor& t : models::parameter_tensors(
-             *s.model, mp, first % layers_total, first % layers_total + layers, !copy && stage == 0,
-             !copy && first + layers == layers_total)) {
+    for (const models::ParameterTensor& t :
+         models::parameter_tensors(*s.model, mp, model_first, model_first + layers,
+                                   model_first == 0, model_first + layers == layers_total)) {
       chunk.tensors.push_back(
           {.name = t.name,
            .layer = static_cast<std::int32_t>(t.layer + (first - first % layers_total)),
@@ -209,6 +210,10 @@ models::GroupPlacement placement_of(lowering::GroupKind kind, const models::Para
       return models::group_placement(expert_intra, mp.tp * mp.ep, gpn);
     case lowering::GroupKind::kExpertInter:
       return models::group_placement(expert_dp / expert_intra, mp.tp * mp.ep * expert_intra, gpn);
+
+    case lowering::GroupKind::kStageCopies:
+      // Pipeline ranks 0 and pp-1 are the pair farthest apart: tp·dp·cp·(pp-1) world ranks.
+      return models::group_placement(2, std::max<std::int64_t>(1, mp.tp * dp * (mp.pp - 1)), gpn);
   }
   return g.dp;
 }
@@ -361,19 +366,28 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
         lowering::replicate_data_parallel(std::move(builder).build(), step.replicas));
   }
   const models::ParallelGroups groups = models::parallel_groups(mp, s.hardware);
+  // DualPipe's rank r holds model stages r and pp-1-r (Note [stage copies]): its state and its
+  // optimizer's work are both stages'. The memory and optimizer models price one stage per rank.
+  const bool stage_copies = s.schedule.name == "dualpipe";
+  const auto per_rank = [&](std::int64_t r, const auto& of_stage) {
+    return stage_copies ? of_stage(r) + of_stage(mp.pp - 1 - r) : of_stage(r);
+  };
   if (s.model) {
     const models::StatePolicy policy = state_policy(s);
     for (std::int64_t r = 0; r < mp.pp; ++r) {
-      step.state_bytes.push_back(models::state_memory(*s.model, mp, policy, r).total());
+      step.state_bytes.push_back(per_rank(r, [&](std::int64_t k) {
+        return models::state_memory(*s.model, mp, policy, k).total();
+      }));
     }
     const lowering::IntraLayerComm intra =
         intra_layer_comm(*s.model, mp, lowering.output_bytes.value_or(lowering.p2p_bytes));
     if (!intra.empty()) lowering::add_intra_layer_collectives(builder, intra);
-    if (dp_group > 1) {
+    if (dp_group > 1 || stage_copies) {
       step.sync_input =
           sync_input(s, mp, layout.spec, layout.stage_ranks, stage_layers, s.model->layers);
-      step.sync_plan = sync::add_sync_policy(builder, step.sync_input, s.sync);
     }
+    if (dp_group > 1) step.sync_plan = sync::add_sync_policy(builder, step.sync_input, s.sync);
+    if (stage_copies) sync::add_stage_copy_sum(builder, step.sync_input);
   }
   if (s.model && payload == Payload::kOperations) {
     // What each compute task computes, for an executor (Note [task operations]).
@@ -393,8 +407,9 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
   std::vector<double> optimizer(static_cast<std::size_t>(mp.pp), 0.0);
   if (s.model) {
     for (std::int64_t r = 0; r < mp.pp; ++r) {
-      optimizer[static_cast<std::size_t>(r)] =
-          models::optimizer_step_cost(*s.model, mp, state_policy(s), r, *compute).seconds;
+      optimizer[static_cast<std::size_t>(r)] = per_rank(r, [&](std::int64_t k) {
+        return models::optimizer_step_cost(*s.model, mp, state_policy(s), k, *compute).seconds;
+      });
     }
   }
   // A collective is charged for the real group of its kind (comm_groups.h), whatever the graph

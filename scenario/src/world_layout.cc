@@ -96,6 +96,7 @@ std::vector<std::int64_t> data_indices(const World& w, lowering::GroupKind kind,
       }
       break;
     case lowering::GroupKind::kTensor:
+    case lowering::GroupKind::kStageCopies:  // the pair spans pipeline ranks, not replicas
       out.push_back(d);
       break;
   }
@@ -123,6 +124,9 @@ std::string description(lowering::GroupKind kind, const World& w) {
       return "INTRA_PARTIAL_EXPERT_DATA_PARALLEL_GROUP";
     case lowering::GroupKind::kExpertInter:
       return "INTER_PARTIAL_EXPERT_DATA_PARALLEL_GROUP";
+    case lowering::GroupKind::kStageCopies:
+      // Megatron has no DualPipe; DeepSeek's example sums the copies over the world group.
+      return "PIPELINE_STAGE_COPIES_GROUP";
   }
   return "";
 }
@@ -149,6 +153,8 @@ timelines::WorldLayout world_layout(const Scenario& scenario, const ir::Graph& g
       naming.description = description(*kind, w);
       if (*kind == lowering::GroupKind::kTensor) {
         for (std::int64_t t = 0; t < w.tp; ++t) naming.world_ranks.push_back(w.rank(t, c.d, c.p));
+      } else if (*kind == lowering::GroupKind::kStageCopies) {
+        naming.world_ranks = {w.rank(c.t, c.d, c.p), w.rank(c.t, c.d, w.pp - 1 - c.p)};
       } else {
         for (std::int64_t d : data_indices(w, *kind, c.d)) {
           naming.world_ranks.push_back(w.rank(c.t, d, c.p));

@@ -52,12 +52,14 @@ TEST_F(Cli, RunWithTheModelPayloadSyncsRealGradientsOverReplicas) {
   // per-layer gathers and reduce-scatters (the run ends with each rank holding its shard
   // current: the check consolidates the replicas' records), and ZeRO-3's per-layer gathers of
   // its partitioned tensors, reduce-scatters after every microbatch into per-tensor partitions
-  // and the gather of its persistent tensors after the step.
+  // and the gather of its persistent tensors after the step; and DualPipe's two directions,
+  // whose copies of each stage sum their gradients over the pair of ranks holding them.
   for (const std::string flags :
        {"--sync megatron-distopt", "--sync ddp --bucket-size 20000 --schedule zb-h1",
         "--sync fairscale-sdp --bucket-size 5000 --schedule interleaved-1f1b --vp 2",
         "--sync fsdp2 --schedule zb-h1",
-        "--sync zero3 --bucket-size 5000 --zero-param-persistence-threshold 1000"}) {
+        "--sync zero3 --bucket-size 5000 --zero-param-persistence-threshold 1000",
+        "--sync megatron-distopt --schedule dualpipe -m 4"}) {
     const Outcome r = metron("run --payload model --check --pp 2 --dp 2 --iterations 1 " +
                              std::string("--warmup 1 ") + flags);
     ASSERT_EQ(r.code, 0) << flags << ": " << r.err;
@@ -73,7 +75,8 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
       {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
       {"--payload model --model gpt3-125m", "tied embeddings"},
-      {"--payload model --schedule dualpipe", "no collective that sums the two copies' gradients"},
+      {"--payload model --schedule dualpipe -m 4 --dp 2 --sync fairscale-sdp",
+       "DualPipe with fairscale-sdp is not run"},
       {path("g.json") + " --payload model", "a graph file names no model to train"},
   };
   for (const auto& [flags, reason] : refusals) {

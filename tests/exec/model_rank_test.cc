@@ -189,7 +189,7 @@ std::pair<TrainingRecord, TrainingSetup> train(const Config& c, std::int64_t ste
       .input = step.sync_input,
       .buckets = c.dp > 1 ? step.sync_plan : std::vector<std::vector<sync::PlannedBucket>>{}};
   Collectives collectives(graph);
-  const std::vector<StageSlice> slices = stage_slices(*s.model, s.parallel);
+  const std::vector<StageSlice> slices = stage_slices(*s.model, scenario::model_split(s));
   Mailbox mailbox;
   std::vector<RankRecord> records(static_cast<std::size_t>(graph.num_ranks()));
   std::vector<std::string> errors(records.size());
@@ -302,6 +302,11 @@ INSTANTIATE_TEST_SUITE_P(
         // F&B units: a forward and another microbatch's backward in one task.
         Config{.schedule = "dualpipe-v", .vp = 2},
         Config{.schedule = "dualpipe-v", .vp = 2, .dp = 2, .sync = "megatron-distopt"},
+        // Two directions, each model stage run twice (rank r: stages r and pp-1-r), the
+        // copies' gradients summed before the step (Note [stage copies]).
+        Config{.schedule = "dualpipe", .vp = 2},
+        Config{.schedule = "dualpipe", .pp = 4, .vp = 2, .microbatches = 8},
+        Config{.schedule = "dualpipe", .vp = 2, .dp = 2, .sync = "zero3"},
         // Gradients reduce-scattered per microbatch into per-tensor partitions, each rank
         // stepping its partitions, the persistent tensors gathered after the step.
         Config{.schedule = "1f1b", .dp = 2, .sync = "zero3"},
@@ -341,6 +346,18 @@ TEST(ModelRank, ADroppedBucketFailsTheCheck) {
     const CheckReport report = check_training(run, reference_training(setup), setup);
     EXPECT_FALSE(report.ok) << policy;
   }
+}
+
+TEST(ModelRank, DualPipesCopiesThatAreNotSummedFailTheCheck) {
+  // Without data parallelism the copies' sum is each rank's only collective: dropped, each copy
+  // steps with its own direction's gradients only, and the two copies of a stage train apart.
+  const auto [run, setup] = train({.schedule = "dualpipe", .vp = 2}, 1, Fault::kDropBucket);
+  const CheckReport report = check_training(run, reference_training(setup), setup);
+  EXPECT_FALSE(report.ok);
+  ASSERT_FALSE(report.problems.empty());
+  // The record holds both copies of every stage: the second under its own name.
+  EXPECT_TRUE(run.parameters.contains(std::string(kStageCopyPrefix) + "final_norm.weight"));
+  EXPECT_TRUE(run.parameters.contains("final_norm.weight"));
 }
 
 /// The reason ModelRank gives for refusing `s`'s graph.

@@ -18,6 +18,7 @@
 #include "metron/models/compute_cost.h"
 #include "metron/models/hardware_presets.h"
 #include "metron/models/layer_shape.h"
+#include "metron/models/memory_model.h"
 #include "metron/models/model_presets.h"
 #include "metron/models/stage_cost_model.h"
 #include "metron/scenario/evaluation.h"
@@ -67,6 +68,57 @@ TEST(StepBuilder, GroupsArePlacedAsTheirKindSitsOnTheNodes) {
   // Pipeline neighbours are tp·dp = 16 ranks apart: never in one node.
   EXPECT_FALSE(step.p2p_same_node);
   EXPECT_TRUE(build_step(gpt_125m(2, 2, 1)).p2p_same_node);  // 4 ranks fit in one node
+}
+
+TEST(StepBuilder, DualPipeRanksHoldAndSumBothOfTheirModelStages) {
+  // DualPipe pp 4 over GPT-3 350M's 24 layers: model stages of 6 layers; rank r runs stage r and
+  // the copy of stage 3-r (Note [stage copies]). The same model split one stage per rank (1F1B,
+  // pp 4) prices each stage alone: rank r's state is both of its stages', and the copies' sum
+  // carries both stages' whole gradients (fp32), though Megatron's distributed optimizer over dp 2
+  // steps half of them.
+  Scenario s = gpt_125m(1, 4, 2);
+  s.model = models::model_preset("gpt3-350m");
+  s.schedule = {.name = "dualpipe"};
+  s.parallel.vp = 2;
+  s.parallel.num_microbatches = 8;
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDistopt};
+  const Step step = build_step(s);
+  models::ParallelSpec one_stage = s.parallel;
+  one_stage.vp = 1;
+  const models::StatePolicy policy = state_policy(s);
+  ASSERT_EQ(step.state_bytes.size(), 4U);
+  ASSERT_EQ(step.sync_input.grad_bytes, 4);        // bf16 weights, gradients reduced in fp32
+  std::map<std::int32_t, std::int64_t> sum_bytes;  // by rank
+  for (std::int32_t t = 0; t < step.graph.num_tasks(); ++t) {
+    const ir::Task& task = step.graph.task(ir::TaskId{t});
+    const auto* c = std::get_if<ir::Collective>(&task.op);
+    if (c == nullptr || !step.graph.group(c->group).name.starts_with("pp-copies")) continue;
+    EXPECT_EQ(step.group_placements[c->group.index()].ranks, 2);
+    EXPECT_FALSE(sum_bytes.contains(task.rank.value()));
+    sum_bytes[task.rank.value()] = c->bytes;
+  }
+  ASSERT_EQ(sum_bytes.size(), 4U);
+  for (std::int64_t r = 0; r < 4; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_DOUBLE_EQ(step.state_bytes[static_cast<std::size_t>(r)],
+                     models::state_memory(*s.model, one_stage, policy, r).total() +
+                         models::state_memory(*s.model, one_stage, policy, 3 - r).total());
+    const std::int64_t params = models::rank_parameters(*s.model, one_stage, r).total() +
+                                models::rank_parameters(*s.model, one_stage, 3 - r).total();
+    EXPECT_EQ(sum_bytes[static_cast<std::int32_t>(r)], params * 4);
+  }
+  // Without data parallelism the sum is the rank's only collective, with its gradients' bytes.
+  s.parallel.dp = 1;
+  const Step alone = build_step(s);
+  std::int64_t rank0 = 0;
+  for (std::int32_t t = 0; t < alone.graph.num_tasks(); ++t) {
+    const ir::Task& task = alone.graph.task(ir::TaskId{t});
+    const auto* c = std::get_if<ir::Collective>(&task.op);
+    if (c != nullptr && task.rank.value() == 0) rank0 += c->bytes;
+  }
+  EXPECT_EQ(rank0, (models::rank_parameters(*s.model, one_stage, 0).total() +
+                    models::rank_parameters(*s.model, one_stage, 3).total()) *
+                       alone.sync_input.grad_bytes);
 }
 
 TEST(StepBuilder, AProfilesCollectiveAndP2pEntriesAreChargedExactly) {

@@ -43,6 +43,24 @@ const timelines::GroupNaming& group_named(const timelines::WorldLayout& layout,
   return layout.groups.front();
 }
 
+TEST(WorldLayout, DualPipesStageCopiesPairPipelineRanksOfOneDataParallelIndex) {
+  // tp 2, pp 4, dp 2 in full mode: world rank = t + 2·(d + 2·p). DualPipe pairs pipeline ranks
+  // p and 3-p (Note [stage copies]). Graph rank 5 is replica 1's pipeline rank 1 (d = 1, t = 0):
+  // world rank 0 + 2·(1 + 2·1) = 6, its mirror p = 2: 0 + 2·(1 + 4) = 10. Its group is
+  // "pp-copies" + (replica · 2 + lower pipeline rank) = "pp-copies3".
+  Scenario s = gpt(2, 4, 2);
+  s.model = models::model_preset("gpt3-350m");  // 24 layers: divisible by pp·vp = 8
+  s.parallel.vp = 2;
+  s.parallel.num_microbatches = 8;
+  s.schedule = {.name = "dualpipe"};
+  const Step step = build_step(s, Replication::kFull);
+  const timelines::WorldLayout layout = world_layout(s, step.graph);
+  const timelines::GroupNaming& pair = group_named(layout, step.graph, "pp-copies3");
+  EXPECT_THAT(pair.world_ranks, ElementsAre(6, 10));
+  EXPECT_EQ(pair.description, "PIPELINE_STAGE_COPIES_GROUP");
+  EXPECT_THAT(group_named(layout, step.graph, "pp-copies0").world_ranks, ElementsAre(0, 12));
+}
+
 TEST(WorldLayout, SymmetricStepNamesTheRealTensorAndDataParallelGroups) {
   // tp 2, pp 2, dp 2: 8 GPUs. World rank = t + 2·(d + 2·p). Graph rank r is pipeline rank r of
   // replica 0, t = 0: world ranks 0 and 4. Its tp group {0, 1} / {4, 5}; its dp group varies d:

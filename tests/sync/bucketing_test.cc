@@ -402,7 +402,8 @@ TEST(CommGroups, NamesRoundTripForEveryKind) {
       {lowering::GroupKind::kDataIntra, "dp-intra"},
       {lowering::GroupKind::kDataInter, "dp-inter"},
       {lowering::GroupKind::kExpertIntra, "edp-intra"},
-      {lowering::GroupKind::kExpertInter, "edp-inter"}};
+      {lowering::GroupKind::kExpertInter, "edp-inter"},
+      {lowering::GroupKind::kStageCopies, "pp-copies"}};
   for (const auto& [kind, text] : kinds) {
     EXPECT_EQ(lowering::to_string(kind), text);
     EXPECT_EQ(lowering::group_name(kind, 17), std::string(text) + "17");

@@ -15,6 +15,7 @@
 
 #include "metron/base/error.h"
 #include "metron/exec/adam.h"
+#include "metron/lowering/comm_groups.h"
 
 namespace metron::exec {
 
@@ -108,6 +109,9 @@ struct ModelRank::Impl {
   std::int32_t optimizer_tasks = 0;                  // per step, on this rank
   ModelSync sync;
   std::map<std::int32_t, SyncBucket> buckets;  // by bucket id (ir::Task::bucket)
+  /// Groups of DualPipe's sums over stage copies (Note [stage copies]), by GroupId value.
+  std::set<std::int32_t> copy_groups;
+  std::int32_t highest_stage = -1;  // of this rank's tasks
   ModelTransport transport;
 
   std::mutex mutex;  // everything below
@@ -132,6 +136,14 @@ struct ModelRank::Impl {
     replicas = g.num_ranks() / pipeline_ranks;
     microbatches = replica_microbatches(g);
     for (std::int32_t t = 0; t < g.num_tasks(); ++t) index(g.task(ir::TaskId{t}), pipeline_ranks);
+    if (highest_stage >= std::ssize(slices) && copy_groups.empty()) {
+      throw InvalidConfig(
+          "model payload: rank " + std::to_string(r.value()) + " runs stage " +
+          std::to_string(highest_stage) + ", a copy of model stage " +
+          std::to_string(highest_stage % std::ssize(slices)) +
+          " (DualPipe's second direction), and the graph has no collective that sums the copies' "
+          "gradients: the copies would train apart");
+    }
     if (setup.microbatches != replicas * microbatches) {
       throw InvalidConfig("model payload: the setup trains " + std::to_string(setup.microbatches) +
                           " microbatches per step; the graph runs " + std::to_string(microbatches) +
@@ -143,10 +155,10 @@ struct ModelRank::Impl {
     }
     for (const auto& [stage, holder] : stage_rank) {
       if (holder != r.value() || !build) continue;
-      stages.emplace(
-          stage, std::make_unique<HeldStage>(setup.model, slices[static_cast<std::size_t>(stage)]));
+      stages.emplace(stage, std::make_unique<HeldStage>(setup.model, slice_of(stage)));
     }
     if (build) lay_out_buckets(pipeline_ranks);
+    if (build && !copy_groups.empty()) check_copy_sums();
     losses.assign(static_cast<std::size_t>(setup.steps),
                   std::vector<float>(static_cast<std::size_t>(setup.microbatches), kNoLoss));
   }
@@ -162,12 +174,16 @@ struct ModelRank::Impl {
       }
       if (!task.stage.valid()) return;
       if (c->overlapped) index(overlapped_part(task, *c->overlapped), pipeline_ranks);
-      if (task.stage.value() >= std::ssize(slices)) {
+      // DualPipe numbers its second direction's copies of the model stages past the model's
+      // end (Note [dualpipe stage ids]): stage N + k runs model stage k again.
+      if (task.stage.value() >= 2 * std::ssize(slices)) {
         throw InvalidConfig("model payload: " + task_name(task) + " runs stage " +
                             std::to_string(task.stage.value()) + "; the model has " +
-                            std::to_string(slices.size()) +
-                            " stages (DualPipe's second direction is not run yet)");
+                            std::to_string(slices.size()) + " stages (and DualPipe copies them " +
+                            "once, as stages " + std::to_string(slices.size()) + " to " +
+                            std::to_string(2 * slices.size() - 1) + ")");
       }
+      if (mine) highest_stage = std::max(highest_stage, task.stage.value());
       if (my_replica) stage_rank[task.stage.value()] = task.rank.value();
       if (mine && task.chunk.valid()) chunk_stage[task.chunk.value()] = task.stage.value();
       return;
@@ -195,6 +211,16 @@ struct ModelRank::Impl {
   /// Checks a collective of this rank against the bucket plan (Note [model rank]).
   void index_collective(const ir::Task& task, const ir::Collective& c,
                         std::int32_t pipeline_ranks) {
+    if (lowering::group_kind(graph.group(c.group).name) == lowering::GroupKind::kStageCopies) {
+      if (c.op != ir::CollectiveOp::kAllReduce || c.dtype != ir::DType::kFp32 || c.bytes % 4 != 0 ||
+          c.count != 1) {
+        refuse(task, "sums DualPipe's stage copies as a " + std::string(ir::to_string(c.op)) +
+                         " of " + std::string(ir::to_string(c.dtype)) +
+                         "; expected one all-reduce of fp32 gradients");
+      }
+      copy_groups.insert(c.group.value());
+      return;
+    }
     if (!task.bucket.valid()) {
       refuse(task,
              "is a collective inside the layers (tensor, context or expert parallelism); "
@@ -370,9 +396,66 @@ struct ModelRank::Impl {
     return out;
   }
 
+  /// The rank's stages in model-stage order: the layout of DualPipe's copy sums, alike on the
+  /// two ranks of a pair (Note [stage copies]).
+  std::vector<HeldStage*> by_model_stage() {
+    std::vector<std::pair<std::int64_t, HeldStage*>> order;
+    for (auto& [index, s] : stages) order.emplace_back(index % std::ssize(slices), s.get());
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<HeldStage*> out;
+    for (const auto& [model_stage, s] : order) out.push_back(s);
+    return out;
+  }
+
+  /// The gradients the optimizer steps with: synced ones where buckets reduce the stage.
+  static std::span<float> step_gradients(HeldStage& s) {
+    return s.synced ? std::span<float>(s.reduced) : s.stage.flat_gradients();
+  }
+
+  void check_copy_sums() {
+    std::int64_t held = 0;
+    for (HeldStage* s : by_model_stage()) held += std::ssize(s->stage.flat_parameters());
+    for (std::int32_t t = 0; t < graph.num_tasks(); ++t) {
+      const ir::Task& task = graph.task(ir::TaskId{t});
+      const auto* c = std::get_if<ir::Collective>(&task.op);
+      if (task.rank != rank || c == nullptr || !copy_groups.contains(c->group.value())) continue;
+      if (c->bytes / 4 != held) {
+        refuse(task, "sums " + std::to_string(c->bytes / 4) +
+                         " gradients of DualPipe's stage copies; the rank's stages hold " +
+                         std::to_string(held));
+      }
+    }
+  }
+
+  /// Note [stage copies]: the gradients of both of the rank's stages, in model-stage order,
+  /// summed with the mirror rank's copies of the same stages, replacing the rank's own.
+  void copy_sum(const Launch& launch, const ir::Collective& c) {
+    const std::vector<HeldStage*> order = by_model_stage();
+    std::vector<float> buffer;
+    buffer.reserve(static_cast<std::size_t>(c.bytes / 4));
+    for (HeldStage* s : order) {
+      const std::lock_guard lock(s->mutex);
+      const std::span<float> g = step_gradients(*s);
+      buffer.insert(buffer.end(), g.begin(), g.end());
+    }
+    transport.collective(c.group.value(), launch.ordinal, c, buffer);
+    std::size_t at = 0;
+    for (HeldStage* s : order) {
+      const std::lock_guard lock(s->mutex);
+      const std::span<float> g = step_gradients(*s);
+      std::copy_n(buffer.begin() + static_cast<std::ptrdiff_t>(at), g.size(), g.begin());
+      at += g.size();
+    }
+  }
+
   /// A bucket's collective on real gradients or parameters (Note [model rank]): packed from
   /// each of its stages (under that stage's lock), run, and the rank's part unpacked.
   void collective(const Launch& launch, const ir::Collective& c) {
+    if (copy_groups.contains(c.group.value())) {
+      copy_sum(launch, c);
+      return;
+    }
     const ir::Task& task = *launch.task;
     SyncBucket& b = buckets.at(task.bucket.value());
     const bool parameters =
@@ -419,6 +502,12 @@ struct ModelRank::Impl {
     }
   }
 
+  /// The model stage a graph stage runs: itself, or for DualPipe's copies (stages past the
+  /// model's end) the stage they copy.
+  [[nodiscard]] const StageSlice& slice_of(std::int32_t stage) const {
+    return slices[static_cast<std::size_t>(stage) % slices.size()];
+  }
+
   HeldStage& held(const ir::Task& task) {
     const auto found = stages.find(task.stage.value());
     if (found == stages.end()) {
@@ -430,9 +519,10 @@ struct ModelRank::Impl {
   /// Whether the task runs its stage's last layer (or names no layers): the last piece of a
   /// forward cut into pieces.
   bool ends_stage(const ir::Task& task) const {
-    const StageSlice& slice = slices[static_cast<std::size_t>(task.stage.value())];
-    return task.layers.empty() ||
-           task.layers.last == static_cast<std::int32_t>(slice.first_layer + slice.layers);
+    const StageSlice& slice = slice_of(task.stage.value());
+    // DualPipe's copies number their layers past the model's end too.
+    const std::int64_t past = task.stage.value() >= std::ssize(slices) ? setup.model.layers : 0;
+    return task.layers.empty() || task.layers.last == past + slice.first_layer + slice.layers;
   }
 
   /// True the first time this step that a piece of (stage, microbatch, phase) runs.
@@ -512,7 +602,7 @@ struct ModelRank::Impl {
 
   void forward(const ir::Task& task) {
     HeldStage& s = held(task);
-    const StageSlice& slice = slices[static_cast<std::size_t>(task.stage.value())];
+    const StageSlice& slice = slice_of(task.stage.value());
     std::int64_t current = 0;
     {
       const std::lock_guard lock(mutex);
@@ -547,7 +637,7 @@ struct ModelRank::Impl {
 
   void backward(const ir::Task& task, bool with_weights) {
     HeldStage& s = held(task);
-    const StageSlice& slice = slices[static_cast<std::size_t>(task.stage.value())];
+    const StageSlice& slice = slice_of(task.stage.value());
     std::vector<float> grad;
     if (slice.last) {
       grad = {1.0F / static_cast<float>(microbatches)};
@@ -626,8 +716,7 @@ struct ModelRank::Impl {
       }
     }
     const std::span<float> params = s.stage.flat_parameters();
-    const std::span<float> grads =
-        s.synced ? std::span<float>(s.reduced) : s.stage.flat_gradients();
+    const std::span<float> grads = step_gradients(s);
     if (!sharded) {
       adam_step(params, grads, s.exp_avg, s.exp_avg_sq, t, setup.adam);
       return;
@@ -700,18 +789,25 @@ RankRecord ModelRank::record() const {
     const std::lock_guard lock(impl_->mutex);
     out.record.losses = impl_->losses;
   }
-  std::vector<GptStage*> stages;
+  // DualPipe's copies (stages past the model's end) under kStageCopyPrefix'd names.
+  std::vector<GptStage*> originals;
+  std::vector<GptStage*> copies;
   for (auto& [index, s] : impl_->stages) {
-    stages.push_back(&s->stage);
+    const bool copy = index >= std::ssize(impl_->slices);
+    (copy ? copies : originals).push_back(&s->stage);
+    const std::string prefix = copy ? std::string(kStageCopyPrefix) : std::string();
     for (const ParameterSlot& slot : s->stage.parameter_layout()) {
       std::vector<std::int64_t> stale;
       for (std::int64_t e = 0; e < slot.numel; ++e) {
         if (s->stale[static_cast<std::size_t>(slot.offset + e)]) stale.push_back(e);
       }
-      if (!stale.empty()) out.stale[slot.name] = std::move(stale);
+      if (!stale.empty()) out.stale[prefix + slot.name] = std::move(stale);
     }
   }
-  out.record.parameters = parameters_by_name(stages);
+  out.record.parameters = parameters_by_name(originals);
+  for (auto& [name, values] : parameters_by_name(copies)) {
+    out.record.parameters.emplace(std::string(kStageCopyPrefix) + name, std::move(values));
+  }
   return out;
 }
 

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "metron/base/error.h"
 
@@ -114,7 +117,15 @@ CheckReport check_training(const TrainingRecord& run, const TrainingRecord& refe
   }
   const double absolute =
       kParameterPerStepOfLr * setup.adam.lr * static_cast<double>(reference.losses.size());
+  // Each reference parameter, and its DualPipe copy where the run has one.
+  std::vector<std::pair<std::string, const std::vector<float>*>> expected;
   for (const auto& [name, want] : reference.parameters) {
+    expected.emplace_back(name, &want);
+    const std::string copy = std::string(kStageCopyPrefix) + name;
+    if (run.parameters.contains(copy)) expected.emplace_back(copy, &want);
+  }
+  for (const auto& [name, want_values] : expected) {
+    const std::vector<float>& want = *want_values;
     const auto it = run.parameters.find(name);
     if (it == run.parameters.end()) {
       problem("parameter " + name + " missing");
@@ -145,7 +156,12 @@ CheckReport check_training(const TrainingRecord& run, const TrainingRecord& refe
     }
   }
   for (const auto& [name, values] : run.parameters) {
-    if (!reference.parameters.contains(name)) problem("parameter " + name + " not in the model");
+    const std::string_view base = std::string_view(name).starts_with(kStageCopyPrefix)
+                                      ? std::string_view(name).substr(kStageCopyPrefix.size())
+                                      : std::string_view(name);
+    if (!reference.parameters.contains(std::string(base))) {
+      problem("parameter " + name + " not in the model");
+    }
   }
   return report;
 }

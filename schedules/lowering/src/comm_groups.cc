@@ -15,9 +15,10 @@ namespace metron::lowering {
 namespace {
 
 constexpr std::array kKinds = {
-    GroupKind::kTensor,    GroupKind::kContext,     GroupKind::kExpert,
-    GroupKind::kData,      GroupKind::kExpertData,  GroupKind::kDataIntra,
-    GroupKind::kDataInter, GroupKind::kExpertIntra, GroupKind::kExpertInter,
+    GroupKind::kTensor,      GroupKind::kContext,     GroupKind::kExpert,
+    GroupKind::kData,        GroupKind::kExpertData,  GroupKind::kDataIntra,
+    GroupKind::kDataInter,   GroupKind::kExpertIntra, GroupKind::kExpertInter,
+    GroupKind::kStageCopies,
 };
 
 bool all_digits(std::string_view s) {
@@ -46,6 +47,8 @@ std::string_view to_string(GroupKind kind) noexcept {
       return "edp-intra";
     case GroupKind::kExpertInter:
       return "edp-inter";
+    case GroupKind::kStageCopies:
+      return "pp-copies";
   }
   return "?";
 }

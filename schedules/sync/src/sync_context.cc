@@ -171,6 +171,19 @@ ir::GroupId SyncContext::group(ir::RankId rank, const CollectiveSpec& spec) {
       break;
   }
   std::vector<ir::RankId> members;
+  if (spec.kind == lowering::GroupKind::kStageCopies) {
+    // Note [stage copies]: pipeline ranks r and P-1-r of the rank's own replica.
+    const std::int32_t low = std::min(r, input_.pipeline_ranks - 1 - r);
+    const std::int32_t high = input_.pipeline_ranks - 1 - low;
+    std::string name = lowering::group_name(spec.kind, k * (input_.pipeline_ranks / 2) + low);
+    auto [it, fresh] = groups_.try_emplace(name);
+    if (fresh) {
+      it->second =
+          builder_.add_group(std::move(name), {ir::RankId{k * input_.pipeline_ranks + low},
+                                               ir::RankId{k * input_.pipeline_ranks + high}});
+    }
+    return it->second;
+  }
   std::int32_t which = 0;
   if (strided) {
     which = k % block;

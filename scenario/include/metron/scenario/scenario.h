@@ -62,6 +62,12 @@ struct Scenario {
 /// The memory layout of the scenario's sync policy (the models' name for the same system).
 models::StatePolicy state_policy(const Scenario& scenario);
 
+/// The parallel configuration the model is cut by: the scenario's, with the schedule's chunk
+/// count where the schedule fixes one and vp is left at 1 (zb-v, dualpipe-v: 2), except for
+/// DualPipe, whose two chunks per rank are copies of pp model stages (vp 1; Note [stage copies]
+/// in sync/stage_copies.h). Throws InvalidConfig for an unknown schedule.
+models::ParallelSpec model_split(const Scenario& scenario);
+
 /// The p2p mode in effect: the choice, else batched for Megatron's schedules, async otherwise.
 lowering::P2PMode p2p_mode(const ScheduleChoice& schedule);
 

@@ -63,8 +63,13 @@
 //   - Not run yet, and refused by name (the CLI before start, ModelRank at construction): HSDP's
 //     all-reduce of shards, fp16 broadcasts
 //     and compression hooks, tensor-parallel collectives (the graph's intra-layer collectives do
-//     not say which tensor they carry), DualPipe's second direction (copies of the first
-//     direction's stages, whose gradients the graph does not sum).
+//     not say which tensor they carry), and a graph that runs DualPipe's copies without their sum.
+//   - DualPipe's second direction runs stages past the model's end, copies of the model stages
+//     (stage P + k runs slice k, its layer numbers past the model's end too); the "pp-copies"
+//     all-reduce sums both of the rank's stages' gradients (synced ones where buckets reduce
+//     them), in model-stage order, with the mirror rank's (Note [stage copies] in
+//     sync/stage_copies.h). The record lists a copy's parameters under kStageCopyPrefix, and the
+//     check compares both copies with the reference.
 
 #include <cstdint>
 #include <functional>

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "metron/exec/adam.h"
@@ -54,6 +55,11 @@ struct TrainingRecord {
   std::vector<std::vector<float>> losses;                ///< [step][microbatch]
   std::map<std::string, std::vector<float>> parameters;  ///< after the last step, by name
 };
+
+/// What a TrainingRecord calls the parameters of a stage's second copy: DualPipe runs every
+/// model stage twice, on ranks r and P-1-r (Note [stage copies] in sync/stage_copies.h), and the
+/// check compares both copies with the reference.
+inline constexpr std::string_view kStageCopyPrefix = "copy of ";
 
 /// The parameters of `stages` by name, for a TrainingRecord. Names must not repeat.
 std::map<std::string, std::vector<float>> parameters_by_name(const std::vector<GptStage*>& stages);

@@ -23,9 +23,12 @@ enum class GroupKind : std::uint8_t {
   kDataInter,    ///< "dp-inter": across instances, or an HSDP replicate group
   kExpertIntra,  ///< "edp-intra": the expert counterpart of kDataIntra
   kExpertInter,  ///< "edp-inter": the expert counterpart of kDataInter
+  /// "pp-copies": DualPipe's pipeline ranks r and P-1-r, which hold copies of the same two model
+  /// stages and sum their gradients (sync/stage_copies.h)
+  kStageCopies,
 };
 
-/// "tp", "cp", "ep", "dp", "edp", "dp-intra", "dp-inter", "edp-intra", "edp-inter".
+/// "tp", "cp", "ep", "dp", "edp", "dp-intra", "dp-inter", "edp-intra", "edp-inter", "pp-copies".
 std::string_view to_string(GroupKind kind) noexcept;
 /// The group's name: to_string(kind) + index.
 std::string group_name(GroupKind kind, std::int32_t index);

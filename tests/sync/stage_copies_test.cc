@@ -1,0 +1,173 @@
+// DualPipe's gradient sum over its stage copies (Note [stage copies] in sync/stage_copies.h) on
+// make_sync_step's small steps. DualPipe with pp 4 places its 8 stages as (docs/SCHEDULES.md §4.2:
+// rank r runs stage r of the first direction and the copy of stage P-1-r, numbered past the
+// model's end, of the second):
+//   rank 0: stages 0, 7    rank 1: stages 1, 6    rank 2: stages 2, 5    rank 3: stages 3, 4
+// so the pairs are {0, 3} and {1, 2}. With 8 layers each stage holds one layer of "a" (100
+// elements) and "b" (10): a rank's two stages hold 220 gradient elements, 440 bytes in bf16.
+
+#include "metron/sync/stage_copies.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "metron/base/error.h"
+#include "metron/ir/deadlock.h"
+#include "support/sync_step.h"
+
+namespace metron::sync {
+namespace {
+
+using ir::CollectiveOp;
+using ir::RankId;
+using ir::TaskId;
+using testing::collective;
+using ::testing::Contains;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::issued_collectives;
+using testing::make_sync_step;
+using testing::optimizer_step;
+using testing::SyncStepSpec;
+using ::testing::ThrowsMessage;
+
+SyncStepSpec dualpipe(std::int32_t replicas) {
+  return {.schedule = "dualpipe",
+          .pp = 4,
+          .vp = 2,
+          .microbatches = 8,
+          .layers = 8,
+          .data_parallel = 2,
+          .replicas = replicas};
+}
+
+/// Whether every compute task of `rank` but its optimizer step completes before `task` starts:
+/// reachable backwards from it through dependencies and stream order (a stream runs its tasks
+/// in issue order).
+bool waits_for_all_compute(const ir::Graph& g, RankId rank, TaskId task) {
+  std::map<std::int32_t, TaskId> previous;            // by stream: the task issued last so far
+  std::map<std::int32_t, TaskId> stream_predecessor;  // by task
+  for (TaskId t : g.issue_order(rank)) {
+    const ir::Task& x = g.task(t);
+    if (!x.stream.valid()) continue;
+    const auto found = previous.find(x.stream.value());
+    if (found != previous.end()) stream_predecessor[t.value()] = found->second;
+    previous[x.stream.value()] = t;
+  }
+  std::set<std::int32_t> seen;
+  std::vector<TaskId> todo{task};
+  while (!todo.empty()) {
+    const TaskId t = todo.back();
+    todo.pop_back();
+    std::vector<TaskId> before = g.task(t).deps;
+    if (stream_predecessor.contains(t.value())) before.push_back(stream_predecessor[t.value()]);
+    for (TaskId b : before) {
+      if (seen.insert(b.value()).second) todo.push_back(b);
+    }
+  }
+  for (TaskId t : g.issue_order(rank)) {
+    const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
+    if (c != nullptr && c->phase != ir::Phase::kOptimizer && !seen.contains(t.value())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The tasks of `rank` issued between `from` (exclusive) and `to` (exclusive).
+std::int64_t issued_between(const ir::Graph& g, TaskId from, TaskId to) {
+  return g.issue_position(to) - g.issue_position(from) - 1;
+}
+
+TEST(StageCopies, EachRankSumsBothStagesWithItsMirrorJustBeforeTheStep) {
+  for (std::int32_t replicas : {1, 2}) {
+    SCOPED_TRACE("replicas " + std::to_string(replicas));
+    auto step = make_sync_step(dualpipe(replicas));
+    // The step's waits before the pass: the sum must take them over.
+    std::vector<std::vector<TaskId>> step_deps;
+    {
+      const ir::Graph before = ir::GraphBuilder(step.builder).build();
+      for (std::int32_t r = 0; r < before.num_ranks(); ++r) {
+        step_deps.push_back(before.task(optimizer_step(before, RankId{r})).deps);
+      }
+    }
+    add_stage_copy_sum(step.builder, step.input);
+    const ir::Graph g = std::move(step.builder).build();  // validates: members agree on bytes
+    EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
+    ASSERT_EQ(g.num_ranks(), 4 * replicas);
+    for (std::int32_t rank = 0; rank < g.num_ranks(); ++rank) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      const std::int32_t k = rank / 4;  // replica
+      const std::int32_t r = rank % 4;  // pipeline rank
+      const std::int32_t low = std::min(r, 3 - r);
+      const auto all = issued_collectives(g, RankId{rank});
+      ASSERT_EQ(all.size(), 1U);
+      EXPECT_EQ(all[0].op, CollectiveOp::kAllReduce);
+      EXPECT_EQ(all[0].group, "pp-copies" + std::to_string(2 * k + low));
+      EXPECT_EQ(all[0].bytes, 2 * (100 + 10) * 2);
+      EXPECT_THAT(g.group(collective(g, all[0].id).group).ranks,
+                  ElementsAre(RankId{4 * k + low}, RankId{4 * k + 3 - low}));
+      const TaskId opt = optimizer_step(g, RankId{rank});
+      EXPECT_THAT(g.task(opt).deps, Contains(all[0].id));
+      EXPECT_EQ(issued_between(g, all[0].id, opt), 0);
+      for (TaskId d : step_deps[static_cast<std::size_t>(rank)]) {
+        EXPECT_THAT(g.task(all[0].id).deps, Contains(d));
+      }
+      // On a stream of its own, it must still wait for every backward that makes gradients.
+      EXPECT_TRUE(waits_for_all_compute(g, RankId{rank}, all[0].id));
+    }
+  }
+}
+
+TEST(StageCopies, FollowTheDataParallelReductionsAndCarryWholeGradients) {
+  // Megatron's distributed optimizer over dp 2 steps half of each gradient; the sum still
+  // carries both stages' whole gradients, 440 bytes, after the reduce-scatters the step waits for.
+  auto step = make_sync_step(dualpipe(2));
+  add_sync_policy(step.builder, step.input, {.policy = SyncPolicy::kMegatronDistopt});
+  add_stage_copy_sum(step.builder, step.input);
+  const ir::Graph g = std::move(step.builder).build();
+  EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
+  for (std::int32_t rank = 0; rank < g.num_ranks(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const auto all = issued_collectives(g, RankId{rank});
+    std::vector<TaskId> reduce_scatters;
+    std::vector<TaskId> sums;
+    for (const auto& c : all) {
+      if (c.op == CollectiveOp::kReduceScatter) reduce_scatters.push_back(c.id);
+      if (c.group.starts_with("pp-copies")) {
+        sums.push_back(c.id);
+        EXPECT_EQ(c.bytes, 440);
+      }
+    }
+    ASSERT_EQ(sums.size(), 1U);
+    ASSERT_FALSE(reduce_scatters.empty());
+    for (TaskId rs : reduce_scatters) {
+      EXPECT_THAT(g.task(sums[0]).deps, Contains(rs));
+      EXPECT_LT(g.issue_position(rs), g.issue_position(sums[0]));
+    }
+  }
+}
+
+TEST(StageCopies, RefuseWhatCannotPairUp) {
+  auto odd = make_sync_step({.schedule = "1f1b", .pp = 3, .layers = 3});
+  EXPECT_THAT([&] { add_stage_copy_sum(odd.builder, odd.input); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "DualPipe's stage copies: 3 pipeline ranks cannot pair up; expected an even")));
+  auto uneven = make_sync_step(dualpipe(1));
+  uneven.input.params[3][0].tensors[0].numel = 101;  // rank 3's stage 3 "a": 1 element more
+  EXPECT_THAT([&] { add_stage_copy_sum(uneven.builder, uneven.input); },
+              ThrowsMessage<InvalidConfig>(HasSubstr(
+                  "pipeline ranks 0 and 3 should hold copies of the same two stages, but their "
+                  "gradients take 440 and 442 bytes")));
+}
+
+}  // namespace
+}  // namespace metron::sync

@@ -155,7 +155,9 @@ sync::SyncInput sync_input(const Scenario& s, const models::ParallelSpec& mp,
       .expert_data_parallel = static_cast<std::int32_t>(mp.dp * mp.cp / mp.ep),
       .param_bytes = static_cast<std::int64_t>(models::element_bytes(layout.weight_dtype)),
       .grad_bytes = static_cast<std::int64_t>(models::element_bytes(layout.grad_dtype)),
-      .interleaved = spec.name == "interleaved-1f1b" || spec.name == "interleaved-1f1b-legacy"};
+      .interleaved = spec.name == "interleaved-1f1b" || spec.name == "interleaved-1f1b-legacy",
+      .stage_copies =
+          pipeline::find_schedule(spec.name).placement == pipeline::Placement::kBidirectional};
   in.params.resize(static_cast<std::size_t>(spec.pp));
   std::int64_t first = 0;  // the stage's first layer, numbered on past the model's end
   for (std::int32_t stage = 0; stage < stages; ++stage) {

@@ -307,6 +307,14 @@ INSTANTIATE_TEST_SUITE_P(
         Config{.schedule = "dualpipe", .vp = 2},
         Config{.schedule = "dualpipe", .pp = 4, .vp = 2, .microbatches = 8},
         Config{.schedule = "dualpipe", .vp = 2, .dp = 2, .sync = "zero3"},
+        // Small buckets, gathered in each chunk's first forward: the copy of pipeline rank 0's
+        // bucketed chunk is bucketed alike, and the second direction's first forward is
+        // microbatch m/2's.
+        Config{.schedule = "dualpipe",
+               .vp = 2,
+               .dp = 2,
+               .sync = "megatron-distopt",
+               .overlap_param_gather = true},
         // Gradients reduce-scattered per microbatch into per-tensor partitions, each rank
         // stepping its partitions, the persistent tensors gathered after the step.
         Config{.schedule = "1f1b", .dp = 2, .sync = "zero3"},

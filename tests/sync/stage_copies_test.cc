@@ -21,6 +21,7 @@
 
 #include "metron/base/error.h"
 #include "metron/ir/deadlock.h"
+#include "metron/sync/bucket_plan.h"
 #include "support/sync_step.h"
 
 namespace metron::sync {
@@ -152,6 +153,66 @@ TEST(StageCopies, FollowTheDataParallelReductionsAndCarryWholeGradients) {
     for (TaskId rs : reduce_scatters) {
       EXPECT_THAT(g.task(sums[0]).deps, Contains(rs));
       EXPECT_LT(g.issue_position(rs), g.issue_position(sums[0]));
+    }
+  }
+}
+
+TEST(StageCopies, ACopyIsBucketedAsItsOriginal) {
+  // Megatron buckets only pipeline rank 0's first chunk (hook-driven reduction); with buckets of
+  // 110 elements that is one bucket per layer (16 layers: 2 a stage). Rank 3's second chunk
+  // copies it (stage 4 runs model stage 0): bucketed alike, its reduce-scatters shard the same
+  // elements.
+  SyncStepSpec spec = dualpipe(1);
+  spec.layers = 16;
+  auto step = make_sync_step(spec);
+  step.input.stage_copies = true;
+  const SyncOptions options{
+      .policy = SyncPolicy::kMegatronDistopt, .bucket_size = 110, .overlap_grad_reduce = true};
+  const SyncPlan plan = policy_buckets(step.input, options);
+  const auto buckets = [&](std::int32_t rank, std::int32_t chunk) {
+    std::vector<std::int64_t> out;
+    for (const Bucket& b : chunk_buckets(plan[static_cast<std::size_t>(rank)], chunk).buckets) {
+      out.push_back(b.padded_numel);
+    }
+    return out;
+  };
+  EXPECT_EQ(buckets(0, 0).size(), 2U);  // model stage 0: two layers of 110
+  EXPECT_EQ(buckets(3, 1), buckets(0, 0));
+  EXPECT_EQ(buckets(1, 0).size(), 1U);  // unbucketed, and so its copy
+  EXPECT_EQ(buckets(2, 1), buckets(1, 0));
+  step.input.stage_copies = false;  // Megatron's rule alone: the copy is one bucket
+  EXPECT_EQ(chunk_buckets(policy_buckets(step.input, options)[3], 1).buckets.size(), 1U);
+}
+
+TEST(StageCopies, MegatronGathersEveryChunkBeforeItsFirstForward) {
+  // overlap_param_gather: each chunk's all-gathers are dispatched by the pre-hook of its first
+  // forward in the step. DualPipe's second direction (chunk 1) starts at microbatch m/2 = 4,
+  // and still gathers its parameters first.
+  auto step = make_sync_step(dualpipe(2));
+  step.input.stage_copies = true;
+  add_sync_policy(step.builder, step.input,
+                  {.policy = SyncPolicy::kMegatronDistopt,
+                   .overlap_grad_reduce = true,
+                   .overlap_param_gather = true});
+  const ir::Graph g = std::move(step.builder).build();
+  for (std::int32_t rank = 0; rank < g.num_ranks(); ++rank) {
+    for (std::int32_t chunk = 0; chunk < 2; ++chunk) {
+      SCOPED_TRACE("rank " + std::to_string(rank) + " chunk " + std::to_string(chunk));
+      std::vector<TaskId> gathers;
+      TaskId first_forward;
+      for (TaskId t : g.issue_order(RankId{rank})) {
+        const ir::Task& task = g.task(t);
+        if (task.chunk.value() != chunk) continue;
+        const auto* c = std::get_if<ir::Collective>(&task.op);
+        if (c != nullptr && c->op == CollectiveOp::kAllGather) gathers.push_back(t);
+        const auto* f = std::get_if<ir::Compute>(&task.op);
+        if (f != nullptr && f->phase == ir::Phase::kForward && !first_forward.valid()) {
+          first_forward = t;
+        }
+      }
+      ASSERT_FALSE(gathers.empty());
+      ASSERT_TRUE(first_forward.valid());
+      EXPECT_LT(g.issue_position(gathers.front()), g.issue_position(first_forward));
     }
   }
 }

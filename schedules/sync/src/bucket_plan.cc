@@ -15,8 +15,13 @@ constexpr std::int64_t kDefaultDdpBucketBytes = std::int64_t{25} << 20;
 /// Megatron's bucket size for a chunk (Note [megatron sync] in sync_megatron.cc): bucketing is
 /// off (one bucket per buffer) unless gradients are reduced by hooks, which Megatron does on
 /// pipeline rank 0's first chunk only, and never with the optimizer step overlapping the gathers.
+/// DualPipe's copy of that chunk is bucketed alike (SyncInput::stage_copies).
 std::optional<std::int64_t> megatron_bucket_params(const SyncInput& in, const SyncOptions& o,
                                                    std::int32_t pipeline_rank, std::int32_t chunk) {
+  if (in.stage_copies && chunk == 1) {  // a DualPipe copy: as its original (SyncInput)
+    pipeline_rank = in.pipeline_ranks - 1 - pipeline_rank;
+    chunk = 0;
+  }
   if (!o.overlap_grad_reduce.value_or(false) || pipeline_rank > 0 || chunk > 0 ||
       o.overlap_param_gather_with_optimizer_step) {
     return std::nullopt;

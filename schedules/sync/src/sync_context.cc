@@ -131,6 +131,16 @@ std::int32_t SyncContext::last_gradient_microbatch(ir::RankId rank, std::int32_t
   return -1;
 }
 
+std::int32_t SyncContext::first_forward_microbatch(ir::RankId rank, std::int32_t chunk) const {
+  const std::vector<ir::TaskId>& forward = chunk_tasks(rank, chunk).forward;
+  for (const ir::TaskId t : builder_.data().issue_order[rank.index()]) {
+    const ir::MicrobatchId mb = builder_.data().tasks[t.index()].microbatch;
+    if (!mb.valid() || mb.value() >= std::ssize(forward)) continue;
+    if (forward[static_cast<std::size_t>(mb.value())] == t) return mb.value();
+  }
+  return -1;
+}
+
 std::vector<std::vector<ir::TaskId>> SyncContext::split(
     const std::vector<lowering::SplitRequest>& requests) {
   auto pieces = lowering::split_compute(builder_, requests);

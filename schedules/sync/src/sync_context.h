@@ -82,6 +82,10 @@ class SyncContext {
   /// highest microbatch: PyTorch's pipelining counts the backwards a stage has run, and a
   /// looped-BFS schedule runs them from the highest microbatch down.
   [[nodiscard]] std::int32_t last_gradient_microbatch(ir::RankId rank, std::int32_t chunk) const;
+  /// The microbatch of the chunk's forward the rank issues first, or -1 without any: where a
+  /// forward pre-hook fires first in a step (Megatron's parameter-gather chain). Not always
+  /// microbatch 0: DualPipe's second direction runs microbatches m/2 to m-1.
+  [[nodiscard]] std::int32_t first_forward_microbatch(ir::RankId rank, std::int32_t chunk) const;
 
   /// Splits compute tasks (compute_split.h); call before placing anything.
   std::vector<std::vector<ir::TaskId>> split(const std::vector<lowering::SplitRequest>& requests);

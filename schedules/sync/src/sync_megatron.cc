@@ -120,9 +120,12 @@ class MegatronPass {
           p.grad_request = static_cast<std::ptrdiff_t>(requests_.size());
           requests_.push_back({.task = at(t.gradient, p.last_mb), .cuts = cuts});
         }
-        if (chain() && at(t.forward, 0).valid()) {
+        // The pre-hooks fire in the chunk's first forward of the step (DualPipe's second
+        // direction starts at microbatch m/2).
+        const std::int32_t first_mb = ctx_.first_forward_microbatch(rank, c);
+        if (chain() && at(t.forward, first_mb).valid()) {
           p.fwd_request = static_cast<std::ptrdiff_t>(requests_.size());
-          requests_.push_back({.task = at(t.forward, 0), .cuts = cuts});
+          requests_.push_back({.task = at(t.forward, first_mb), .cuts = cuts});
         }
         plans_.push_back(std::move(p));
       }

@@ -13,13 +13,16 @@
 //   add_stage_copy_sum adds it: on every rank, one all-reduce over the pair {r, P-1-r} of the
 //   same data-parallel replica (group kind "pp-copies", its own stream), carrying the gradients
 //   of both of the rank's stages, whole, in model-stage order (so both ranks lay them out
-//   alike). It waits for everything the optimizer step waits for (the backwards and the
-//   data-parallel reductions: those are linear, so summing the copies after them gives the sum
-//   of all), is issued just before the step, and the step waits for it. It carries whole
-//   gradients even where the optimizer steps a shard, as DeepSeek's example sums whole ones:
-//   summing only the shard would need the pair to shard alike, which fairscale's owners over a
-//   rank's two stages do not. Both ranks of a pair hold the same two model stages, so they agree
-//   on the bytes.
+//   alike). It waits for everything the optimizer step waits for (the data-parallel reductions)
+//   and for the compute the step follows on its stream, is issued just before the step, and the
+//   step waits for it. Reductions are linear, so summing the copies' reduced gradients after
+//   them gives the sum of all, provided the two copies of a stage reduce the same elements on
+//   the same data-parallel rank: SyncInput::stage_copies buckets a copy as its original
+//   (Megatron would bucket only pipeline rank 0's first chunk), and fairscale's owners, assigned
+//   over a rank's two stages in its own order, differ between the copies (the model payload
+//   refuses that pair). It carries whole gradients even where the optimizer steps a shard, as
+//   DeepSeek's example sums whole ones. Both ranks of a pair hold the same two model stages, so
+//   they agree on the bytes.
 
 #include <cstdint>
 

@@ -151,6 +151,10 @@ struct SyncInput {
   std::int64_t param_bytes = 2;  ///< bytes per element of the model's weights (bf16: 2)
   std::int64_t grad_bytes = 2;   ///< of the gradients as the policy holds them (fp32: 4)
   bool interleaved = false;      ///< Megatron's interleaved schedule (align_param_gather, ...)
+  /// DualPipe: pipeline rank r's chunk 1 is a copy of pipeline rank P-1-r's chunk 0 (Note
+  /// [stage copies] in stage_copies.h). A copy is bucketed as its original, so that the two
+  /// shard alike and their reduced gradients can be summed element by element.
+  bool stage_copies = false;
 };
 
 /// By pipeline rank, every bucket the sync pass's collectives carry, by their ir::Task::bucket

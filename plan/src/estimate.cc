@@ -36,6 +36,9 @@ struct Estimator::StageProfile {
 struct Estimator::RankState {
   std::vector<double> state_bytes;
   std::vector<double> optimizer_s;
+  /// DualPipe's all-reduce of the rank's stage copies' gradients (sync/stage_copies.h), which
+  /// follows its last compute and precedes its step; 0 for the other schedules.
+  std::vector<double> copy_sum_s;
 };
 
 namespace {
@@ -186,21 +189,38 @@ std::shared_ptr<const Estimator::StageProfile> Estimator::profile(const Candidat
 }
 
 std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidate& c) const {
-  const models::ParallelSpec mp = model_parallel(c, pipeline::find_schedule(c.schedule));
-  const auto key =
-      std::make_tuple(mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy),
-                      mp.first_stage_layers.value_or(0), mp.last_stage_layers.value_or(0),
-                      static_cast<int>(mp.fp8), accounted_split(mp));
+  const pipeline::ScheduleInfo& info = pipeline::find_schedule(c.schedule);
+  const models::ParallelSpec mp = model_parallel(c, info);
+  const auto key = std::make_tuple(
+      mp.tp, mp.pp, mp.vp, mp.dp, mp.cp, mp.ep, static_cast<int>(c.policy),
+      mp.first_stage_layers.value_or(0), mp.last_stage_layers.value_or(0), static_cast<int>(mp.fp8),
+      accounted_split(mp), info.placement == pipeline::Placement::kBidirectional);
   {
     const std::lock_guard lock(mutex_);
     if (auto it = rank_states_.find(key); it != rank_states_.end()) return it->second;
   }
   const models::StatePolicy policy = *models::parse_state_policy(sync::to_string(c.policy));
   auto out = std::make_shared<RankState>();
+  // Every model stage the rank holds (DualPipe: two), as scenario::build_step prices them.
+  const auto gradient_bytes = static_cast<std::int64_t>(
+      models::element_bytes(models::state_layout(policy, request_.model.dtype).grad_dtype));
+  const models::GroupPlacement copies = models::parallel_groups(mp, request_.hardware).pp_copies;
   for (std::int64_t r = 0; r < mp.pp; ++r) {
-    out->state_bytes.push_back(models::state_memory(request_.model, mp, policy, r).total());
-    out->optimizer_s.push_back(
-        models::optimizer_step_cost(request_.model, mp, policy, r, compute_).seconds);
+    double state = 0;
+    double optimizer = 0;
+    std::int64_t parameters = 0;
+    const std::vector<std::int64_t> held = scenario::held_model_stages(c.schedule, mp.pp, r);
+    for (const std::int64_t k : held) {
+      state += models::state_memory(request_.model, mp, policy, k).total();
+      optimizer += models::optimizer_step_cost(request_.model, mp, policy, k, compute_).seconds;
+      parameters += models::rank_parameters(request_.model, mp, k).total();
+    }
+    out->state_bytes.push_back(state);
+    out->optimizer_s.push_back(optimizer);
+    out->copy_sum_s.push_back(
+        held.size() > 1
+            ? comm_.collective_time(models::CommOp::kAllReduce, parameters * gradient_bytes, copies)
+            : 0.0);
   }
   const std::lock_guard lock(mutex_);
   return rank_states_.emplace(key, std::move(out)).first->second;
@@ -317,7 +337,8 @@ Estimate Estimator::estimate(const Candidate& c) const {
     } else {
       tail = 0;
     }
-    bound = std::max(bound, head + fx[ri] + std::max(weight[ri] + optimizer[ri], tail));
+    bound = std::max(
+        bound, head + fx[ri] + std::max(weight[ri] + ranks->copy_sum_s[ri] + optimizer[ri], tail));
   }
   e.bound_s = bound * (1 - 1e-4);
   return e;

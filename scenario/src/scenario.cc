@@ -211,6 +211,14 @@ models::ParallelSpec model_split(const Scenario& s) {
   return out;
 }
 
+std::vector<std::int64_t> held_model_stages(std::string_view schedule, std::int64_t pp,
+                                            std::int64_t rank) {
+  if (pipeline::find_schedule(schedule).placement == pipeline::Placement::kBidirectional) {
+    return {rank, pp - 1 - rank};
+  }
+  return {rank};
+}
+
 void validate(const Scenario& s) {
   if (!s.model && !s.costs) {
     throw InvalidConfig("scenario: expected a \"model\" or explicit \"costs\", got neither");

@@ -214,8 +214,7 @@ models::GroupPlacement placement_of(lowering::GroupKind kind, const models::Para
       return models::group_placement(expert_dp / expert_intra, mp.tp * mp.ep * expert_intra, gpn);
 
     case lowering::GroupKind::kStageCopies:
-      // Pipeline ranks 0 and pp-1 are the pair farthest apart: tp·dp·cp·(pp-1) world ranks.
-      return models::group_placement(2, std::max<std::int64_t>(1, mp.tp * dp * (mp.pp - 1)), gpn);
+      return g.pp_copies;
   }
   return g.dp;
 }
@@ -368,12 +367,13 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
         lowering::replicate_data_parallel(std::move(builder).build(), step.replicas));
   }
   const models::ParallelGroups groups = models::parallel_groups(mp, s.hardware);
-  // DualPipe's rank r holds model stages r and pp-1-r (Note [stage copies]): its state and its
-  // optimizer's work are both stages'. The memory and optimizer models price one stage per rank.
-  const bool stage_copies = s.schedule.name == "dualpipe";
+  // A rank's state and optimizer step are those of every model stage it holds (DualPipe: two).
   const auto per_rank = [&](std::int64_t r, const auto& of_stage) {
-    return stage_copies ? of_stage(r) + of_stage(mp.pp - 1 - r) : of_stage(r);
+    double sum = 0;
+    for (const std::int64_t k : held_model_stages(s.schedule.name, mp.pp, r)) sum += of_stage(k);
+    return sum;
   };
+  const bool stage_copies = held_model_stages(s.schedule.name, mp.pp, 0).size() > 1;
   if (s.model) {
     const models::StatePolicy policy = state_policy(s);
     for (std::int64_t r = 0; r < mp.pp; ++r) {

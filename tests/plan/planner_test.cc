@@ -136,6 +136,23 @@ TEST(Planner, BoundedSearchRanksAsExhaustiveSimulationAndItsEstimatesHoldForEver
   expect_estimates_hold(r, all);
 }
 
+// DualPipe's ranks hold two model stages each (a copy for the second direction): the estimate's
+// state memory and optimizer step count both, as the simulated step does, and the bound stays
+// below the simulated time with the copies' gradient sum in the step.
+TEST(Planner, EstimatesHoldForDualPipesStageCopies) {
+  PlanRequest r = gpt3_1_3b(16, 32);
+  r.space.tp = {1, 2};
+  r.space.pp = {2, 4};
+  r.space.max_microbatch_size = 1;
+  r.space.recompute = {models::Recompute::kNone};
+  r.space.schedules = {"dualpipe"};
+  r.space.policies = {sync::SyncPolicy::kMegatronDistopt, sync::SyncPolicy::kDdp};
+  r.top_k = 100000;
+  const PlanResult all = run_plan(r, {.threads = 2, .exhaustive = true});
+  ASSERT_GE(all.ranked.size(), 4U);
+  expect_estimates_hold(r, all);
+}
+
 /// 28 layers on 3 pipeline ranks of 12 H100s: a space small enough to simulate whole in a
 /// fraction of a second, every configuration an uneven split.
 PlanRequest uneven_request() {

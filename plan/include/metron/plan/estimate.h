@@ -90,8 +90,9 @@ class Estimator {
                  std::int64_t, bool, std::int64_t, std::int64_t, int, int, int, bool, int>,
       std::shared_ptr<const StageProfile>>
       profiles_;
+  /// By (tp, pp, vp, dp, cp, ep, policy, first, last, fp8, accounted split, stage copies).
   mutable std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                              std::int64_t, int, std::int64_t, std::int64_t, int, int>,
+                              std::int64_t, int, std::int64_t, std::int64_t, int, int, bool>,
                    std::shared_ptr<const RankState>>
       rank_states_;
   /// Orders of the schedules without a closed-form stash peak, by (schedule, pp, vp, m, N).

@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "metron/lowering/lowering.h"
 #include "metron/models/cost_profile.h"
@@ -67,6 +68,14 @@ models::StatePolicy state_policy(const Scenario& scenario);
 /// DualPipe, whose two chunks per rank are copies of pp model stages (vp 1; Note [stage copies]
 /// in sync/stage_copies.h). Throws InvalidConfig for an unknown schedule.
 models::ParallelSpec model_split(const Scenario& scenario);
+
+/// The model stages pipeline rank `rank` of `pp` holds under `schedule`, each as the models price
+/// a stage (models::state_memory and optimizer_step_cost take it as the pipeline rank of
+/// model_split's spec): its own, and under DualPipe also stage pp-1-rank, which its second
+/// direction runs a copy of (Note [stage copies] in sync/stage_copies.h). Throws InvalidConfig
+/// for an unknown schedule.
+std::vector<std::int64_t> held_model_stages(std::string_view schedule, std::int64_t pp,
+                                            std::int64_t rank);
 
 /// The p2p mode in effect: the choice, else batched for Megatron's schedules, async otherwise.
 lowering::P2PMode p2p_mode(const ScheduleChoice& schedule);

@@ -49,14 +49,6 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
   // DualPipe runs each model stage twice, as stages pp..2pp-1 of its second direction (Note
   // [stage copies] in sync/stage_copies.h): the slices are the model's pp stages.
   const bool copies = scenario.schedule.name == "dualpipe";
-  if (copies && scenario.parallel.dp > 1 &&
-      scenario.sync.policy == sync::SyncPolicy::kFairscaleSdp) {
-    throw InvalidConfig(
-        "--payload model: DualPipe with fairscale-sdp is not run: OSS assigns owners over a "
-        "rank's two stages in the rank's own order, so ranks r and pp-1-r own different elements "
-        "of the same stage, and the sum of their copies' reduced gradients would add an owner's "
-        "to a non-owner's");
-  }
   const ir::Graph& graph = step.graph;
   // The pipeline rank of each model stage, from the graph's first replica: the schedule's
   // placement (looped, or V), which uneven first and last stages are counted by.

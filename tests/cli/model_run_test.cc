@@ -75,8 +75,6 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
       {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
       {"--payload model --model gpt3-125m", "tied embeddings"},
-      {"--payload model --schedule dualpipe -m 4 --dp 2 --sync fairscale-sdp",
-       "DualPipe with fairscale-sdp is not run"},
       {path("g.json") + " --payload model", "a graph file names no model to train"},
   };
   for (const auto& [flags, reason] : refusals) {

@@ -307,6 +307,8 @@ INSTANTIATE_TEST_SUITE_P(
         Config{.schedule = "dualpipe", .vp = 2},
         Config{.schedule = "dualpipe", .pp = 4, .vp = 2, .microbatches = 8},
         Config{.schedule = "dualpipe", .vp = 2, .dp = 2, .sync = "zero3"},
+        // OSS owners over both stages of a rank, alike for the two copies of a stage.
+        Config{.schedule = "dualpipe", .vp = 2, .dp = 2, .sync = "fairscale-sdp"},
         // Small buckets, gathered in each chunk's first forward: the copy of pipeline rank 0's
         // bucketed chunk is bucketed alike, and the second direction's first forward is
         // microbatch m/2's.

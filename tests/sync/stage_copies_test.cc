@@ -184,6 +184,35 @@ TEST(StageCopies, ACopyIsBucketedAsItsOriginal) {
   EXPECT_EQ(chunk_buckets(policy_buckets(step.input, options)[3], 1).buckets.size(), 1U);
 }
 
+TEST(StageCopies, OssGivesBothCopiesOfAStageTheSameOwners) {
+  // fairscale's OSS assigns owners greedily in registration order (the least-loaded rank takes
+  // the next tensor). Rank 0 holds stages 0 and 7 (a copy of model stage 3), rank 3 stages 3 and
+  // 4 (a copy of model stage 0): registered in model-stage order, rank 3's copy of stage 0 comes
+  // first, and each stage's tensors get the same owners on both of its ranks. With dp 2 and
+  // tensors of 100 and 10 elements in the order 0.a 0.b 3.a 3.b: owners 0, 1, 1, 0 (after 0.a
+  // rank 0 holds 100 and rank 1 0; after 0.b rank 1 holds 10; 3.a goes to rank 1, 110; 3.b to
+  // rank 0).
+  auto step = make_sync_step(dualpipe(1));
+  step.input.stage_copies = true;
+  const SyncPlan plan = policy_buckets(step.input, {.policy = SyncPolicy::kFairscaleSdp});
+  // The broadcast buckets (one per owner, over all chunks: chunk 0's tensors, then chunk 1's).
+  const auto owned = [&](std::int32_t rank) {
+    std::map<std::int32_t, std::vector<std::int32_t>> out;  // owner -> tensor indices
+    for (const PlannedBucket& b : plan[static_cast<std::size_t>(rank)]) {
+      if (b.role == BucketRole::kBroadcastParameters && b.chunk == kAllChunks) {
+        out[b.bucket.owner] = b.bucket.tensors;
+      }
+    }
+    return out;
+  };
+  // Rank 0: chunk 0 = stage 0 (tensors 0, 1), chunk 1 = stage 7 (2, 3).
+  EXPECT_THAT(owned(0)[0], ElementsAre(0, 3));
+  EXPECT_THAT(owned(0)[1], ElementsAre(1, 2));
+  // Rank 3: chunk 0 = stage 3 (tensors 0, 1), chunk 1 = stage 4, the copy of stage 0 (2, 3).
+  EXPECT_THAT(owned(3)[0], ElementsAre(1, 2));
+  EXPECT_THAT(owned(3)[1], ElementsAre(0, 3));
+}
+
 TEST(StageCopies, MegatronGathersEveryChunkBeforeItsFirstForward) {
   // overlap_param_gather: each chunk's all-gathers are dispatched by the pre-hook of its first
   // forward in the step. DualPipe's second direction (chunk 1) starts at microbatch m/2 = 4,

@@ -178,7 +178,23 @@ std::vector<PlannedBucket> fairscale_buckets(const std::vector<ChunkParams>& chu
     std::iota(members.begin(), members.end(), 0);
     add(static_cast<std::int32_t>(c), owned_bucket(tensors, std::move(members), 0));
   }
-  const std::vector<std::int32_t> owners = oss_partition(all, input.data_parallel);
+  // OSS assigns owners in registration order. DualPipe's two copies of a stage must get the same
+  // owners, for the sum of their reduced gradients (SyncInput::stage_copies): a rank registers
+  // its stages in model-stage order, its copy first where that is the lower stage.
+  std::vector<std::size_t> registered(all.size());
+  std::iota(registered.begin(), registered.end(), 0);
+  if (input.stage_copies && chunks.size() == 2 &&
+      chunks[1].stage % input.pipeline_ranks < chunks[0].stage % input.pipeline_ranks) {
+    std::rotate(registered.begin(),
+                registered.begin() + static_cast<std::ptrdiff_t>(chunks[0].tensors.size()),
+                registered.end());
+  }
+  std::vector<ParamTensor> in_registration_order;
+  for (const std::size_t i : registered) in_registration_order.push_back(all[i]);
+  const std::vector<std::int32_t> registered_owners =
+      oss_partition(in_registration_order, input.data_parallel);
+  std::vector<std::int32_t> owners(all.size());
+  for (std::size_t k = 0; k < registered.size(); ++k) owners[registered[k]] = registered_owners[k];
   std::size_t offset = 0;
   for (std::size_t c = 0; c < chunks.size(); ++c) {
     const std::vector<ParamTensor>& tensors = chunks[c].tensors;

@@ -17,11 +17,11 @@
 //   and for the compute the step follows on its stream, is issued just before the step, and the
 //   step waits for it. Reductions are linear, so summing the copies' reduced gradients after
 //   them gives the sum of all, provided the two copies of a stage reduce the same elements on
-//   the same data-parallel rank: SyncInput::stage_copies buckets a copy as its original
-//   (Megatron would bucket only pipeline rank 0's first chunk), and fairscale's owners, assigned
-//   over a rank's two stages in its own order, differ between the copies (the model payload
-//   refuses that pair). It carries whole gradients even where the optimizer steps a shard, as
-//   DeepSeek's example sums whole ones. Both ranks of a pair hold the same two model stages, so
+//   the same data-parallel rank: under SyncInput::stage_copies a copy is bucketed as its
+//   original (Megatron would bucket only pipeline rank 0's first chunk) and fairscale's OSS
+//   registers a rank's stages in model-stage order (it assigns owners in registration order).
+//   It carries whole gradients even where the optimizer steps a shard, as DeepSeek's example
+//   sums whole ones. Both ranks of a pair hold the same two model stages, so
 //   they agree on the bytes.
 
 #include <cstdint>

@@ -152,8 +152,9 @@ struct SyncInput {
   std::int64_t grad_bytes = 2;   ///< of the gradients as the policy holds them (fp32: 4)
   bool interleaved = false;      ///< Megatron's interleaved schedule (align_param_gather, ...)
   /// DualPipe: pipeline rank r's chunk 1 is a copy of pipeline rank P-1-r's chunk 0 (Note
-  /// [stage copies] in stage_copies.h). A copy is bucketed as its original, so that the two
-  /// shard alike and their reduced gradients can be summed element by element.
+  /// [stage copies] in stage_copies.h). A copy is bucketed as its original and OSS registers a
+  /// rank's stages in model-stage order, so that the two copies shard alike (same owners) and
+  /// their reduced gradients can be summed element by element.
   bool stage_copies = false;
 };
 

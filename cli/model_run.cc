@@ -46,9 +46,6 @@ bool train_in_fp32(scenario::Scenario& scenario) {
 
 exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const scenario::Step& step,
                                     std::int64_t steps, std::uint64_t seed) {
-  // DualPipe runs each model stage twice, as stages pp..2pp-1 of its second direction (Note
-  // [stage copies] in sync/stage_copies.h): the slices are the model's pp stages.
-  const bool copies = scenario.schedule.name == "dualpipe";
   const ir::Graph& graph = step.graph;
   // The pipeline rank of each model stage, from the graph's first replica: the schedule's
   // placement (looped, or V), which uneven first and last stages are counted by.
@@ -67,7 +64,9 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
   }
   const models::ModelSpec& model = *scenario.model;
   const models::ParallelSpec parallel = scenario::model_split(scenario);
-  if (copies && std::ssize(stage_ranks) >= parallel.pp) {
+  // DualPipe runs each model stage twice, as stages pp..2pp-1 of its second direction (Note
+  // [stage copies] in sync/stage_copies.h): the slices are the model's pp stages.
+  if (step.sync_input.stage_copies && std::ssize(stage_ranks) >= parallel.pp) {
     stage_ranks.resize(static_cast<std::size_t>(parallel.pp));
   }
   if (std::ssize(stage_ranks) != parallel.pp * parallel.vp) stage_ranks.clear();

@@ -373,7 +373,8 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     for (const std::int64_t k : held_model_stages(s.schedule.name, mp.pp, r)) sum += of_stage(k);
     return sum;
   };
-  const bool stage_copies = held_model_stages(s.schedule.name, mp.pp, 0).size() > 1;
+  const bool stage_copies =
+      pipeline::find_schedule(s.schedule.name).placement == pipeline::Placement::kBidirectional;
   if (s.model) {
     const models::StatePolicy policy = state_policy(s);
     for (std::int64_t r = 0; r < mp.pp; ++r) {

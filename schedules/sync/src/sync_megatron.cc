@@ -122,10 +122,12 @@ class MegatronPass {
         }
         // The pre-hooks fire in the chunk's first forward of the step (DualPipe's second
         // direction starts at microbatch m/2).
-        const std::int32_t first_mb = ctx_.first_forward_microbatch(rank, c);
-        if (chain() && at(t.forward, first_mb).valid()) {
-          p.fwd_request = static_cast<std::ptrdiff_t>(requests_.size());
-          requests_.push_back({.task = at(t.forward, first_mb), .cuts = cuts});
+        if (chain()) {
+          const ir::TaskId first = at(t.forward, ctx_.first_forward_microbatch(rank, c));
+          if (first.valid()) {
+            p.fwd_request = static_cast<std::ptrdiff_t>(requests_.size());
+            requests_.push_back({.task = first, .cuts = cuts});
+          }
         }
         plans_.push_back(std::move(p));
       }

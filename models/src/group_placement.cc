@@ -82,15 +82,15 @@ ParallelGroups parallel_groups(const ParallelSpec& spec, const HardwareSpec& har
   groups.dp = place(dp_cp, spec.tp, g, spec.pp);
   groups.expert_dp = place(dp_cp / spec.ep, spec.tp * spec.ep, g, spec.pp);
   groups.pp = place(spec.pp, spec.tp * dp_cp, g, 1);
-  // DualPipe's farthest pairs {a, a + stride}, a < tp·dp·cp: whether one straddles two nodes
-  // depends on a mod g only.
+  // The pairs of first and last pipeline ranks {a, a + stride}, a < tp·dp·cp: whether one straddles
+  // two nodes depends on a mod g only.
   if (spec.pp > 1) {
     const std::int64_t stride = spec.tp * dp_cp * (spec.pp - 1);
     std::int64_t nodes = 1;
     for (std::int64_t a = 0; a < std::min(spec.tp * dp_cp, g); ++a) {
       nodes = std::max(nodes, std::min<std::int64_t>(2, (a + stride) / g + 1));
     }
-    groups.pp_copies = {.ranks = 2, .nodes = nodes};
+    groups.pp_ends = {.ranks = 2, .nodes = nodes};
   }
   // Pipeline ranks are contiguous when their stride is below a node, so every adjacent pair
   // shares a node exactly when the whole pipeline fits in one. A single crossing pair would set

@@ -204,7 +204,7 @@ std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidat
   // Every model stage the rank holds (DualPipe: two), as scenario::build_step prices them.
   const auto gradient_bytes = static_cast<std::int64_t>(
       models::element_bytes(models::state_layout(policy, request_.model.dtype).grad_dtype));
-  const models::GroupPlacement copies = models::parallel_groups(mp, request_.hardware).pp_copies;
+  const models::GroupPlacement copies = models::parallel_groups(mp, request_.hardware).pp_ends;
   for (std::int64_t r = 0; r < mp.pp; ++r) {
     double state = 0;
     double optimizer = 0;

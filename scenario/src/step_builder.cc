@@ -26,6 +26,7 @@
 #include "metron/models/stage_cost_model.h"
 #include "metron/pipeline/placement.h"
 #include "metron/pipeline/registry.h"
+#include "metron/sync/embedding_grads.h"
 #include "metron/sync/stage_copies.h"
 #include "metron/sync/sync_policy.h"
 #include "task_operations.h"
@@ -214,7 +215,8 @@ models::GroupPlacement placement_of(lowering::GroupKind kind, const models::Para
       return models::group_placement(expert_dp / expert_intra, mp.tp * mp.ep * expert_intra, gpn);
 
     case lowering::GroupKind::kStageCopies:
-      return g.pp_copies;
+    case lowering::GroupKind::kEmbedding:
+      return g.pp_ends;
   }
   return g.dp;
 }
@@ -373,8 +375,12 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     for (const std::int64_t k : held_model_stages(s.schedule.name, mp.pp, r)) sum += of_stage(k);
     return sum;
   };
-  const bool stage_copies =
-      pipeline::find_schedule(s.schedule.name).placement == pipeline::Placement::kBidirectional;
+  const pipeline::Placement schedule_placement = pipeline::find_schedule(s.schedule.name).placement;
+  const bool stage_copies = schedule_placement == pipeline::Placement::kBidirectional;
+  // Tied embeddings on two pipeline ranks (Note [embedding gradients]); the V schedules and
+  // DualPipe hold both ends on one rank.
+  const bool embedding_sum = s.model && s.model->tied_embeddings && mp.pp > 1 &&
+                             schedule_placement == pipeline::Placement::kLoop;
   if (s.model) {
     const models::StatePolicy policy = state_policy(s);
     for (std::int64_t r = 0; r < mp.pp; ++r) {
@@ -385,12 +391,13 @@ Step build_step(const Scenario& s, Replication replication, Payload payload) {
     const lowering::IntraLayerComm intra =
         intra_layer_comm(*s.model, mp, lowering.output_bytes.value_or(lowering.p2p_bytes));
     if (!intra.empty()) lowering::add_intra_layer_collectives(builder, intra);
-    if (dp_group > 1 || stage_copies) {
+    if (dp_group > 1 || stage_copies || embedding_sum) {
       step.sync_input =
           sync_input(s, mp, layout.spec, layout.stage_ranks, stage_layers, s.model->layers);
     }
     if (dp_group > 1) step.sync_plan = sync::add_sync_policy(builder, step.sync_input, s.sync);
     if (stage_copies) sync::add_stage_copy_sum(builder, step.sync_input);
+    if (embedding_sum) sync::add_embedding_grad_sum(builder, step.sync_input);
   }
   if (s.model && payload == Payload::kOperations) {
     // What each compute task computes, for an executor (Note [task operations]).

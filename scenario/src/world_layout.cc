@@ -97,6 +97,7 @@ std::vector<std::int64_t> data_indices(const World& w, lowering::GroupKind kind,
       break;
     case lowering::GroupKind::kTensor:
     case lowering::GroupKind::kStageCopies:  // the pair spans pipeline ranks, not replicas
+    case lowering::GroupKind::kEmbedding:
       out.push_back(d);
       break;
   }
@@ -127,6 +128,8 @@ std::string description(lowering::GroupKind kind, const World& w) {
     case lowering::GroupKind::kStageCopies:
       // Megatron has no DualPipe; DeepSeek's example sums the copies over the world group.
       return "PIPELINE_STAGE_COPIES_GROUP";
+    case lowering::GroupKind::kEmbedding:
+      return "EMBEDDING_GROUP";
   }
   return "";
 }
@@ -155,6 +158,8 @@ timelines::WorldLayout world_layout(const Scenario& scenario, const ir::Graph& g
         for (std::int64_t t = 0; t < w.tp; ++t) naming.world_ranks.push_back(w.rank(t, c.d, c.p));
       } else if (*kind == lowering::GroupKind::kStageCopies) {
         naming.world_ranks = {w.rank(c.t, c.d, c.p), w.rank(c.t, c.d, w.pp - 1 - c.p)};
+      } else if (*kind == lowering::GroupKind::kEmbedding) {
+        naming.world_ranks = {w.rank(c.t, c.d, 0), w.rank(c.t, c.d, w.pp - 1)};
       } else {
         for (std::int64_t d : data_indices(w, *kind, c.d)) {
           naming.world_ranks.push_back(w.rank(c.t, d, c.p));

@@ -68,13 +68,31 @@ TEST_F(Cli, RunWithTheModelPayloadSyncsRealGradientsOverReplicas) {
   }
 }
 
+TEST_F(Cli, RunWithTheModelPayloadSumsTiedEmbeddingsOverTheirPipelineRanks) {
+  // The default model with its head tied to the word embeddings, 2 replicas of 2 stages under
+  // Megatron's distributed optimizer: each replica's first and last rank sum their copies'
+  // gradients over a Gloo group of their own after the reduce-scatters (Note [embedding
+  // gradients]).
+  write_file_atomically(
+      path("tied.json"),
+      R"({"name": "gpt-tiny-tied", "layers": 4, "hidden": 64, "heads": 4, "vocab": 256,
+                 "seq_len": 32, "dtype": "fp32", "tied_embeddings": true,
+                 "make_vocab_size_divisible_by": 1})");
+  const Outcome r = metron("run --payload model --check --pp 2 --dp 2 --iterations 2 " +
+                           std::string("--sync megatron-distopt --model ") + path("tied.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("check against the single-process reference (2 replicas): passed"));
+}
+
 TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
   ASSERT_EQ(metron("schedule --pp 2 -m 4 --format json -o " + path("g.json")).code, 0);
   const std::pair<std::string, std::string> refusals[] = {
       {"--check", "--check: the timing payload computes no values to check"},
       {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
-      {"--payload model --model gpt3-125m", "tied embeddings"},
+      // ZB-V's rank 0 holds both ends of GPT-3's tied embeddings.
+      {"--payload model --model gpt3-125m --schedule zb-v --pp 2",
+       "holds both copies of the tied word embeddings"},
       {path("g.json") + " --payload model", "a graph file names no model to train"},
   };
   for (const auto& [flags, reason] : refusals) {

@@ -176,6 +176,38 @@ TEST(GptStage, StagesOfTheModelTrainAsTheWholeModel) {
   EXPECT_EQ(s0.microbatches_in_flight() + s1.microbatches_in_flight(), 0);
 }
 
+TEST(GptStage, TiedEmbeddingsAreOneTensorOnOneStageAndACopySummedAcrossTwo) {
+  GptConfig c = tiny();
+  c.tied_embeddings = true;
+  // One stage: the head multiplies by the word embeddings themselves (no output.weight), with
+  // the split backward as with autograd (the head's W adds into the embeddings' gradient).
+  GptStage whole(c, {.first_layer = 0, .layers = 4}, GptStage::Backward::kSplit);
+  GptStage reference(c, {.first_layer = 0, .layers = 4}, GptStage::Backward::kAutograd);
+  EXPECT_FALSE(by_name(whole, false).contains(std::string(kTiedHeadCopy)));
+  train_whole(whole, 0, 2);
+  train_whole(reference, 0, 2);
+  EXPECT_LE(worst(by_name(whole, true), by_name(reference, true), kGradients), 1.0);
+  // Two stages: the last holds a copy that starts as the word embeddings, and the two copies'
+  // gradients add up to the one tensor's.
+  GptStage s0(c, {.first_layer = 0, .layers = 1, .first = true, .last = false});
+  GptStage s1(c, {.first_layer = 1, .layers = 3, .first = false, .last = true});
+  const auto first = by_name(s0, false);
+  const auto last = by_name(s1, false);
+  EXPECT_EQ(last.at(std::string(kTiedHeadCopy)), first.at(std::string(kWordEmbeddings)));
+  train_split(s0, s1, 0, 2);
+  auto split = merged({&s0, &s1}, true);
+  const std::vector<float> embedding = split.at(std::string(kWordEmbeddings));
+  const std::vector<float> head = split.at(std::string(kTiedHeadCopy));
+  const std::vector<float> tensor = by_name(reference, true).at(std::string(kWordEmbeddings));
+  // Neither copy's gradient alone is the tensor's.
+  EXPECT_GT(worst({{"w", embedding}}, {{"w", tensor}}, kGradients), 1.0);
+  EXPECT_GT(worst({{"w", head}}, {{"w", tensor}}, kGradients), 1.0);
+  std::vector<float>& sum = split.at(std::string(kWordEmbeddings));
+  for (std::size_t i = 0; i < sum.size(); ++i) sum[i] += head[i];
+  split.erase(std::string(kTiedHeadCopy));
+  EXPECT_LE(worst(split, by_name(reference, true), kGradients), 1.0);
+}
+
 TEST(GptStage, TheSplitBackwardComputesWhatAutogradComputes) {
   const GptConfig c = tiny();
   GptStage split(c, {.first_layer = 0, .layers = 4}, GptStage::Backward::kSplit);

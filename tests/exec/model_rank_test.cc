@@ -136,6 +136,9 @@ struct Config {
   /// zero3: every tensor partitioned (persistence threshold 0), so layers are gathered before
   /// use, several per prefetch.
   bool partitioned = false;
+  /// The LM head reuses the word embeddings: the last stage's copy and the first stage's sum
+  /// their gradients before the step (Note [embedding gradients]).
+  bool tied = false;
 };
 
 // gtest looks this name up to print a parameter.
@@ -143,13 +146,14 @@ void PrintTo(const Config& c, std::ostream* out) {  // NOLINT(readability-identi
   *out << c.schedule << " pp " << c.pp << " vp " << c.vp << " m " << c.microbatches << " dp "
        << c.dp << " " << c.sync << (c.overlap_grad_reduce ? " overlap-grad-reduce" : "")
        << (c.warmup ? " warmup" : "") << (c.overlap_param_gather ? " overlap-param-gather" : "")
-       << (c.partitioned ? " partitioned" : "");
+       << (c.partitioned ? " partitioned" : "") << (c.tied ? " tied" : "");
 }
 
 scenario::Scenario scenario_of(const Config& c) {
   scenario::Scenario s;
   s.model = models::testing::tiny_gelu(4);
   s.model->dtype = models::Precision::kFp32;
+  s.model->tied_embeddings = c.tied;
   s.hardware = models::hardware_preset("cpu-local");
   s.parallel = {.tp = 1, .pp = c.pp, .dp = c.dp, .vp = c.vp, .microbatch_size = 2, .seq_len = 4};
   s.parallel.num_microbatches = c.microbatches;
@@ -332,13 +336,23 @@ INSTANTIATE_TEST_SUITE_P(
                .dp = 2,
                .sync = "zero3",
                .warmup = true,
-               .partitioned = true}),
+               .partitioned = true},
+        // Tied embeddings: the copies' gradients summed after the data-parallel sync, each
+        // copy stepping with the sum (the distributed optimizer with its shard of each).
+        Config{.schedule = "1f1b", .tied = true},
+        Config{.schedule = "1f1b", .pp = 4, .dp = 2, .sync = "ddp", .tied = true},
+        Config{.schedule = "interleaved-1f1b",
+               .vp = 2,
+               .dp = 2,
+               .sync = "megatron-distopt",
+               .tied = true}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
                          std::to_string(param.param.dp) + "_" + param.param.sync +
                          (param.param.warmup ? "_warmup" : "") +
                          (param.param.overlap_param_gather ? "_overlap_param_gather" : "") +
-                         (param.param.partitioned ? "_partitioned" : "");
+                         (param.param.partitioned ? "_partitioned" : "") +
+                         (param.param.tied ? "_tied" : "");
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
@@ -370,6 +384,19 @@ TEST(ModelRank, DualPipesCopiesThatAreNotSummedFailTheCheck) {
   EXPECT_TRUE(run.parameters.contains("final_norm.weight"));
 }
 
+TEST(ModelRank, TiedCopiesThatAreNotSummedFailTheCheck) {
+  // Without data parallelism the embedding sum is the only collective of ranks 0 and 1:
+  // dropped, the word embeddings step with the embedding's gradient only and the head's copy
+  // with the head's, and both differ from the reference's one tied tensor.
+  const auto [run, setup] = train({.schedule = "1f1b", .tied = true}, 1, Fault::kDropBucket);
+  const CheckReport report = check_training(run, reference_training(setup), setup);
+  EXPECT_FALSE(report.ok);
+  // The copy is in the record, and checked against the word embeddings.
+  EXPECT_TRUE(run.parameters.contains(std::string(kTiedHeadCopy)));
+  EXPECT_THAT(report.problems, ::testing::Contains(::testing::HasSubstr("output.weight")));
+  EXPECT_THAT(report.problems, ::testing::Contains(::testing::HasSubstr("embedding.word")));
+}
+
 /// The reason ModelRank gives for refusing `s`'s graph.
 std::string refusal(const scenario::Scenario& s) {
   const scenario::Step step = scenario::build_step(s, scenario::Replication::kFull);
@@ -390,6 +417,9 @@ TEST(ModelRank, RefusesWhatItCannotRunByName) {
   s.sync.comm_hook = sync::CommHook::kBf16Compress;
   s.sync.policy = sync::SyncPolicy::kDdp;
   EXPECT_THAT(refusal(s), ::testing::HasSubstr("carries bf16"));
+  // ZB-V's rank 0 holds the first and the last stage, both copies of tied embeddings.
+  s = scenario_of({.schedule = "zb-v", .vp = 2, .tied = true});
+  EXPECT_THAT(refusal(s), ::testing::HasSubstr("holds both copies of the tied word embeddings"));
   // A bf16 graph's transfers carry half the bytes of the fp32 values.
   s = scenario_of(c);
   s.model->dtype = models::Precision::kBf16;

@@ -148,12 +148,12 @@ TEST(ParallelGroups, DualPipesStageCopiesPairTheFarthestPipelineRanks) {
   // Pipeline ranks 0 and pp-1 pair up, tp·dp·(pp-1) world ranks apart. tp 1, dp 2, pp 4: pairs
   // {0, 6} and {1, 7}, both inside one 8-GPU node; tp 2, dp 2, pp 4: {a, a + 12}, a < 4, two
   // nodes; tp 1, dp 3, pp 2: {a, a + 3}, a < 3, one node; pp 1 has no pair.
-  EXPECT_EQ(parallel_groups({.tp = 1, .pp = 4, .dp = 2}, nodes_of(8)).pp_copies, placed(2, 1));
-  EXPECT_EQ(parallel_groups({.tp = 2, .pp = 4, .dp = 2}, nodes_of(8)).pp_copies, placed(2, 2));
-  EXPECT_EQ(parallel_groups({.tp = 1, .pp = 2, .dp = 3}, nodes_of(8)).pp_copies, placed(2, 1));
+  EXPECT_EQ(parallel_groups({.tp = 1, .pp = 4, .dp = 2}, nodes_of(8)).pp_ends, placed(2, 1));
+  EXPECT_EQ(parallel_groups({.tp = 2, .pp = 4, .dp = 2}, nodes_of(8)).pp_ends, placed(2, 2));
+  EXPECT_EQ(parallel_groups({.tp = 1, .pp = 2, .dp = 3}, nodes_of(8)).pp_ends, placed(2, 1));
   // tp 1, dp 6, pp 2 on 8-GPU nodes: {a, a + 6}, a < 6: {2, 8} crosses into the second node.
-  EXPECT_EQ(parallel_groups({.tp = 1, .pp = 2, .dp = 6}, nodes_of(8)).pp_copies, placed(2, 2));
-  EXPECT_EQ(parallel_groups({.tp = 8, .pp = 1, .dp = 1}, nodes_of(8)).pp_copies, placed(1, 1));
+  EXPECT_EQ(parallel_groups({.tp = 1, .pp = 2, .dp = 6}, nodes_of(8)).pp_ends, placed(2, 2));
+  EXPECT_EQ(parallel_groups({.tp = 8, .pp = 1, .dp = 1}, nodes_of(8)).pp_ends, placed(1, 1));
 }
 
 TEST(ParallelGroups, TensorParallelWiderThanANode) {

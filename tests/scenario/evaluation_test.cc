@@ -132,9 +132,11 @@ TEST(Evaluate, FullModeGivesTensorParallelPeersTheirRanksAndAgreesWithSymmetric)
     EXPECT_GT(sym_sent.back(), 0);
   }
   for (const ir::Group& group : full.step.graph.data().groups) {
-    const std::size_t expected = group.name.starts_with("tp")   ? 2
-                                 : group.name.starts_with("dp") ? 2
-                                                                : 1;
+    // tp, dp: two peers; embedding: the tied embeddings' pair, pipeline ranks 0 and 1.
+    const std::size_t expected = group.name.starts_with("tp") || group.name.starts_with("dp") ||
+                                         group.name.starts_with("embedding")
+                                     ? 2
+                                     : 1;
     EXPECT_EQ(group.ranks.size(), expected) << group.name;
   }
   EXPECT_DOUBLE_EQ(sym.mfu, full.mfu);

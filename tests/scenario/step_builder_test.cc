@@ -121,6 +121,53 @@ TEST(StepBuilder, DualPipeRanksHoldAndSumBothOfTheirModelStages) {
                        alone.sync_input.grad_bytes);
 }
 
+TEST(StepBuilder, TiedEmbeddingsSumTheirGradientsBetweenTheFirstAndLastPipelineRank) {
+  // GPT-3 125M ties its embeddings; tp 2, pp 4, dp 2 with Megatron's distributed optimizer.
+  // Megatron pads the vocabulary of 50,257 to a multiple of 128·tp = 256: 50,432, so each rank's
+  // copy holds 50,432 / 2 · 768 elements, all-reduced in the gradient buffer's fp32 by pipeline
+  // ranks 0 and 3 alone (Note [embedding gradients]). The pair is tp·dp·3 = 12 ranks apart on
+  // 8-GPU nodes: two nodes.
+  Scenario s = gpt_125m(2, 4, 2);
+  s.sync = {.policy = sync::SyncPolicy::kMegatronDistopt};
+  const auto sums = [](const Step& step, std::int64_t nodes = 2) {
+    std::map<std::int32_t, std::int64_t> bytes;  // by rank
+    for (std::int32_t t = 0; t < step.graph.num_tasks(); ++t) {
+      const ir::Task& task = step.graph.task(ir::TaskId{t});
+      const auto* c = std::get_if<ir::Collective>(&task.op);
+      if (c == nullptr || !step.graph.group(c->group).name.starts_with("embedding")) continue;
+      EXPECT_EQ(step.group_placements[c->group.index()],
+                (models::GroupPlacement{.ranks = 2, .nodes = nodes}));
+      EXPECT_EQ(c->op, ir::CollectiveOp::kAllReduce);
+      bytes[task.rank.value()] += c->bytes;
+    }
+    return bytes;
+  };
+  const std::int64_t copy = 50'432 / 2 * 768 * 4;
+  EXPECT_THAT(sums(build_step(s)),
+              ::testing::ElementsAre(::testing::Pair(0, copy), ::testing::Pair(3, copy)));
+  // Without data parallelism too (the sync input is still built; the pair, 6 ranks apart, then
+  // shares a node), and interleaved: rank 0's first chunk and rank 3's last.
+  s.parallel.dp = 1;
+  EXPECT_THAT(sums(build_step(s), 1),
+              ::testing::ElementsAre(::testing::Pair(0, copy), ::testing::Pair(3, copy)));
+  s.schedule = {.name = "interleaved-1f1b"};
+  s.parallel.vp = 3;
+  s.parallel.num_microbatches = 8;
+  EXPECT_THAT(sums(build_step(s), 1),
+              ::testing::ElementsAre(::testing::Pair(0, copy), ::testing::Pair(3, copy)));
+  // None where there is nothing to sum across ranks: untied, one pipeline rank, or ZB-V, whose
+  // rank 0 holds both ends.
+  Scenario untied = gpt_125m(2, 4, 2);
+  untied.model->tied_embeddings = false;
+  EXPECT_TRUE(sums(build_step(untied)).empty());
+  EXPECT_TRUE(sums(build_step(gpt_125m(2, 1, 2))).empty());
+  Scenario v = gpt_125m(2, 3, 1);
+  v.schedule = {.name = "zb-v"};
+  v.parallel.vp = 2;
+  v.parallel.num_microbatches = 8;
+  EXPECT_TRUE(sums(build_step(v)).empty());
+}
+
 TEST(StepBuilder, AProfilesCollectiveAndP2pEntriesAreChargedExactly) {
   Scenario s = gpt_125m(2, 2, 2);
   const Step plain = build_step(s);

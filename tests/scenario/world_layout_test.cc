@@ -61,6 +61,23 @@ TEST(WorldLayout, DualPipesStageCopiesPairPipelineRanksOfOneDataParallelIndex) {
   EXPECT_THAT(group_named(layout, step.graph, "pp-copies0").world_ranks, ElementsAre(0, 12));
 }
 
+TEST(WorldLayout, TiedEmbeddingsPairTheFirstAndLastPipelineRankOfOneDataParallelIndex) {
+  // tp 2, pp 4, dp 2 in full mode, GPT-3 125M (tied embeddings): world rank = t + 2·(d + 2·p).
+  // Megatron's embedding group of (t, d) is pipeline ranks 0 and 3 (Note [embedding gradients]).
+  // Graph group "embedding1" is replica 1's at t = 0: world ranks 0 + 2·(1 + 0) = 2 and
+  // 0 + 2·(1 + 2·3) = 14. The tensor-parallel peer t = 1 numbers its groups on past the 8 ranks
+  // of one tensor-parallel index (lowering/tensor_parallel.h): its replica 1 has "embedding9",
+  // world ranks 1 + 2·1 = 3 and 1 + 2·7 = 15.
+  const Scenario s = gpt(2, 4, 2);
+  const Step step = build_step(s, Replication::kFull);
+  const timelines::WorldLayout layout = world_layout(s, step.graph);
+  const timelines::GroupNaming& pair = group_named(layout, step.graph, "embedding1");
+  EXPECT_THAT(pair.world_ranks, ElementsAre(2, 14));
+  EXPECT_EQ(pair.description, "EMBEDDING_GROUP");
+  EXPECT_THAT(group_named(layout, step.graph, "embedding0").world_ranks, ElementsAre(0, 12));
+  EXPECT_THAT(group_named(layout, step.graph, "embedding9").world_ranks, ElementsAre(3, 15));
+}
+
 TEST(WorldLayout, SymmetricStepNamesTheRealTensorAndDataParallelGroups) {
   // tp 2, pp 2, dp 2: 8 GPUs. World rank = t + 2·(d + 2·p). Graph rank r is pipeline rank r of
   // replica 0, t = 0: world ranks 0 and 4. Its tp group {0, 1} / {4, 5}; its dp group varies d:

@@ -31,12 +31,10 @@ using ir::CollectiveOp;
 using ir::RankId;
 using ir::TaskId;
 using testing::collective;
-using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::issued_collectives;
 using testing::make_sync_step;
-using testing::optimizer_step;
 using testing::SyncStepSpec;
 using ::testing::ThrowsMessage;
 
@@ -50,56 +48,11 @@ SyncStepSpec dualpipe(std::int32_t replicas) {
           .replicas = replicas};
 }
 
-/// Whether every compute task of `rank` but its optimizer step completes before `task` starts:
-/// reachable backwards from it through dependencies and stream order (a stream runs its tasks
-/// in issue order).
-bool waits_for_all_compute(const ir::Graph& g, RankId rank, TaskId task) {
-  std::map<std::int32_t, TaskId> previous;            // by stream: the task issued last so far
-  std::map<std::int32_t, TaskId> stream_predecessor;  // by task
-  for (TaskId t : g.issue_order(rank)) {
-    const ir::Task& x = g.task(t);
-    if (!x.stream.valid()) continue;
-    const auto found = previous.find(x.stream.value());
-    if (found != previous.end()) stream_predecessor[t.value()] = found->second;
-    previous[x.stream.value()] = t;
-  }
-  std::set<std::int32_t> seen;
-  std::vector<TaskId> todo{task};
-  while (!todo.empty()) {
-    const TaskId t = todo.back();
-    todo.pop_back();
-    std::vector<TaskId> before = g.task(t).deps;
-    if (stream_predecessor.contains(t.value())) before.push_back(stream_predecessor[t.value()]);
-    for (TaskId b : before) {
-      if (seen.insert(b.value()).second) todo.push_back(b);
-    }
-  }
-  for (TaskId t : g.issue_order(rank)) {
-    const auto* c = std::get_if<ir::Compute>(&g.task(t).op);
-    if (c != nullptr && c->phase != ir::Phase::kOptimizer && !seen.contains(t.value())) {
-      return false;
-    }
-  }
-  return true;
-}
-
-/// The tasks of `rank` issued between `from` (exclusive) and `to` (exclusive).
-std::int64_t issued_between(const ir::Graph& g, TaskId from, TaskId to) {
-  return g.issue_position(to) - g.issue_position(from) - 1;
-}
-
 TEST(StageCopies, EachRankSumsBothStagesWithItsMirrorJustBeforeTheStep) {
   for (std::int32_t replicas : {1, 2}) {
     SCOPED_TRACE("replicas " + std::to_string(replicas));
     auto step = make_sync_step(dualpipe(replicas));
-    // The step's waits before the pass: the sum must take them over.
-    std::vector<std::vector<TaskId>> step_deps;
-    {
-      const ir::Graph before = ir::GraphBuilder(step.builder).build();
-      for (std::int32_t r = 0; r < before.num_ranks(); ++r) {
-        step_deps.push_back(before.task(optimizer_step(before, RankId{r})).deps);
-      }
-    }
+    const std::vector<std::vector<TaskId>> step_deps = testing::step_deps_of(step.builder);
     add_stage_copy_sum(step.builder, step.input);
     const ir::Graph g = std::move(step.builder).build();  // validates: members agree on bytes
     EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
@@ -116,14 +69,8 @@ TEST(StageCopies, EachRankSumsBothStagesWithItsMirrorJustBeforeTheStep) {
       EXPECT_EQ(all[0].bytes, 2 * (100 + 10) * 2);
       EXPECT_THAT(g.group(collective(g, all[0].id).group).ranks,
                   ElementsAre(RankId{4 * k + low}, RankId{4 * k + 3 - low}));
-      const TaskId opt = optimizer_step(g, RankId{rank});
-      EXPECT_THAT(g.task(opt).deps, Contains(all[0].id));
-      EXPECT_EQ(issued_between(g, all[0].id, opt), 0);
-      for (TaskId d : step_deps[static_cast<std::size_t>(rank)]) {
-        EXPECT_THAT(g.task(all[0].id).deps, Contains(d));
-      }
-      // On a stream of its own, it must still wait for every backward that makes gradients.
-      EXPECT_TRUE(waits_for_all_compute(g, RankId{rank}, all[0].id));
+      testing::expect_just_before_the_step(g, RankId{rank}, all[0].id,
+                                           step_deps[static_cast<std::size_t>(rank)]);
     }
   }
 }
@@ -138,22 +85,7 @@ TEST(StageCopies, FollowTheDataParallelReductionsAndCarryWholeGradients) {
   EXPECT_FALSE(ir::find_deadlock(g).deadlocked);
   for (std::int32_t rank = 0; rank < g.num_ranks(); ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
-    const auto all = issued_collectives(g, RankId{rank});
-    std::vector<TaskId> reduce_scatters;
-    std::vector<TaskId> sums;
-    for (const auto& c : all) {
-      if (c.op == CollectiveOp::kReduceScatter) reduce_scatters.push_back(c.id);
-      if (c.group.starts_with("pp-copies")) {
-        sums.push_back(c.id);
-        EXPECT_EQ(c.bytes, 440);
-      }
-    }
-    ASSERT_EQ(sums.size(), 1U);
-    ASSERT_FALSE(reduce_scatters.empty());
-    for (TaskId rs : reduce_scatters) {
-      EXPECT_THAT(g.task(sums[0]).deps, Contains(rs));
-      EXPECT_LT(g.issue_position(rs), g.issue_position(sums[0]));
-    }
+    testing::expect_one_sum_after_the_reduce_scatters(g, RankId{rank}, "pp-copies", 440);
   }
 }
 

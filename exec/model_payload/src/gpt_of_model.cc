@@ -24,9 +24,6 @@ GptConfig gpt_config_of(const models::ModelSpec& model, const models::ParallelSp
     refuse("grouped-query attention (kv_heads " + std::to_string(*model.kv_heads) +
            "); the payload builds multi-head attention");
   }
-  if (model.tied_embeddings) {
-    refuse("tied embeddings; the payload keeps the LM head apart from the word embeddings");
-  }
   if (parallel.tp != 1 || parallel.cp != 1 || parallel.ep != 1) {
     refuse("tp " + std::to_string(parallel.tp) + ", cp " + std::to_string(parallel.cp) + ", ep " +
            std::to_string(parallel.ep) + "; the payload runs tp = cp = ep = 1");
@@ -38,7 +35,8 @@ GptConfig gpt_config_of(const models::ModelSpec& model, const models::ParallelSp
                 .ffn_hidden = model.ffn_hidden.value_or(4 * model.hidden),
                 .seq_len = parallel.sequence_length(model),
                 .microbatch_size = parallel.microbatch_size,
-                .seed = seed};
+                .seed = seed,
+                .tied_embeddings = model.tied_embeddings};
   validate(out);
   return out;
 }

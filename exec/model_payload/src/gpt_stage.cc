@@ -272,7 +272,7 @@ struct GptStage::Impl {
   void build_layout() {
     const std::int64_t h = config.hidden;
     if (slice.first) {
-      word = add("embedding.word", {config.vocab, h});
+      word = add(std::string(kWordEmbeddings), {config.vocab, h});
       position = add("embedding.position", {config.seq_len, h});
     }
     for (std::int64_t i = slice.first_layer; i < slice.first_layer + slice.layers; ++i) {
@@ -293,7 +293,10 @@ struct GptStage::Impl {
     if (slice.last) {
       final_norm_weight = add("final_norm.weight", {h});
       final_norm_bias = add("final_norm.bias", {h});
-      head = add("output.weight", {config.vocab, h});
+      // Tied, the head is the word embeddings, or the last stage's copy of them.
+      head = config.tied_embeddings && slice.first
+                 ? word
+                 : add(std::string(kTiedHeadCopy), {config.vocab, h});
     }
   }
 
@@ -307,8 +310,10 @@ struct GptStage::Impl {
       if (norm) {
         view.fill_(1.0);
       } else if (!bias) {
-        at::Generator generator =
-            at::detail::createCPUGenerator(parameter_seed(config.seed, slot.name));
+        // A tied head copy starts as the word embeddings do.
+        const bool copy = config.tied_embeddings && slot.name == kTiedHeadCopy;
+        at::Generator generator = at::detail::createCPUGenerator(
+            parameter_seed(config.seed, copy ? std::string(kWordEmbeddings) : slot.name));
         view.normal_(0.0, kInitStd, generator);
       }
       views.push_back(view);

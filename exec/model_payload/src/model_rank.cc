@@ -111,6 +111,8 @@ struct ModelRank::Impl {
   std::map<std::int32_t, SyncBucket> buckets;  // by bucket id (ir::Task::bucket)
   /// Groups of DualPipe's sums over stage copies (Note [stage copies]), by GroupId value.
   std::set<std::int32_t> copy_groups;
+  /// Groups of the tied embeddings' gradient sum (Note [embedding gradients]), by GroupId value.
+  std::set<std::int32_t> embedding_groups;
   std::int32_t highest_stage = -1;  // of this rank's tasks
   ModelTransport transport;
 
@@ -157,8 +159,10 @@ struct ModelRank::Impl {
       if (holder != r.value() || !build) continue;
       stages.emplace(stage, std::make_unique<HeldStage>(setup.model, slice_of(stage)));
     }
+    check_tied_copies();
     if (build) lay_out_buckets(pipeline_ranks);
     if (build && !copy_groups.empty()) check_copy_sums();
+    if (build && !embedding_groups.empty()) check_embedding_sums();
     losses.assign(static_cast<std::size_t>(setup.steps),
                   std::vector<float>(static_cast<std::size_t>(setup.microbatches), kNoLoss));
   }
@@ -211,14 +215,19 @@ struct ModelRank::Impl {
   /// Checks a collective of this rank against the bucket plan (Note [model rank]).
   void index_collective(const ir::Task& task, const ir::Collective& c,
                         std::int32_t pipeline_ranks) {
-    if (lowering::group_kind(graph.group(c.group).name) == lowering::GroupKind::kStageCopies) {
+    // The sums of two copies' gradients: DualPipe's stage copies, tied embeddings.
+    const std::optional<lowering::GroupKind> kind = lowering::group_kind(graph.group(c.group).name);
+    if (kind == lowering::GroupKind::kStageCopies || kind == lowering::GroupKind::kEmbedding) {
+      const bool stage_copies = kind == lowering::GroupKind::kStageCopies;
       if (c.op != ir::CollectiveOp::kAllReduce || c.dtype != ir::DType::kFp32 || c.bytes % 4 != 0 ||
           c.count != 1) {
-        refuse(task, "sums DualPipe's stage copies as a " + std::string(ir::to_string(c.op)) +
-                         " of " + std::string(ir::to_string(c.dtype)) +
+        refuse(task, std::string(stage_copies ? "sums DualPipe's stage copies"
+                                              : "sums the tied embeddings' copies") +
+                         " as a " + std::string(ir::to_string(c.op)) + " of " +
+                         std::string(ir::to_string(c.dtype)) +
                          "; expected one all-reduce of fp32 gradients");
       }
-      copy_groups.insert(c.group.value());
+      (stage_copies ? copy_groups : embedding_groups).insert(c.group.value());
       return;
     }
     if (!task.bucket.valid()) {
@@ -428,6 +437,81 @@ struct ModelRank::Impl {
     }
   }
 
+  /// The rank's stages that hold a copy of the tied word embeddings (one end of the model, not
+  /// both), with the copy's slot name.
+  [[nodiscard]] std::vector<std::pair<std::int32_t, std::string>> tied_copies() const {
+    std::vector<std::pair<std::int32_t, std::string>> out;
+    if (!setup.model.tied_embeddings) return out;
+    for (const auto& [stage, holder] : stage_rank) {
+      const StageSlice& s = slice_of(stage);
+      if (holder != rank.value() || s.first == s.last) continue;
+      out.emplace_back(stage, s.first ? kWordEmbeddings : kTiedHeadCopy);
+    }
+    return out;
+  }
+
+  /// A rank holding one copy of tied embeddings needs the graph's sum (Note [embedding
+  /// gradients]); one holding both ends in two stages (the V schedules, DualPipe) would have to
+  /// sum them on the rank, which no task of the graph does.
+  void check_tied_copies() const {
+    const auto copies = tied_copies();
+    const std::string where = "model payload: rank " + std::to_string(rank.value()) + " ";
+    if (copies.size() > 1) {
+      throw InvalidConfig(where + "holds both copies of the tied word embeddings (stages " +
+                          std::to_string(copies[0].first) + " and " +
+                          std::to_string(copies[1].first) +
+                          "); the step graph sums them between two pipeline ranks only: expected "
+                          "a schedule with one end of the model per rank, or untied embeddings");
+    }
+    if (!copies.empty() && embedding_groups.empty()) {
+      throw InvalidConfig(where + "holds a copy of the tied word embeddings (" + copies[0].second +
+                          " of stage " + std::to_string(copies[0].first) +
+                          ") and the graph has no collective that sums the copies' gradients: "
+                          "the copies would train apart");
+    }
+    if (copies.empty() && !embedding_groups.empty()) {
+      throw InvalidConfig(where + "sums tied embeddings' gradients but holds no copy of them");
+    }
+  }
+
+  /// The rank's copy of the tied embeddings: its stage and its slot.
+  std::pair<HeldStage*, const ParameterSlot*> tied_copy() {
+    const auto [stage, name] = tied_copies().front();
+    HeldStage& s = *stages.at(stage);
+    for (const ParameterSlot& slot : s.stage.parameter_layout()) {
+      if (slot.name == name) return {&s, &slot};
+    }
+    throw BackendError("model payload: stage " + std::to_string(stage) + " lacks " + name);
+  }
+
+  void check_embedding_sums() {
+    const std::int64_t held = tied_copy().second->numel;
+    for (std::int32_t t = 0; t < graph.num_tasks(); ++t) {
+      const ir::Task& task = graph.task(ir::TaskId{t});
+      const auto* c = std::get_if<ir::Collective>(&task.op);
+      if (task.rank != rank || c == nullptr || !embedding_groups.contains(c->group.value())) {
+        continue;
+      }
+      if (c->bytes / 4 != held) {
+        refuse(task, "sums " + std::to_string(c->bytes / 4) +
+                         " gradients of the tied embeddings; the rank's copy holds " +
+                         std::to_string(held));
+      }
+    }
+  }
+
+  /// Note [embedding gradients]: the gradient of the rank's copy of the tied embeddings (the
+  /// synced one where buckets reduce the stage), summed with the other end's, replacing its own.
+  void embedding_sum(const Launch& launch, const ir::Collective& c) {
+    const auto [s, slot] = tied_copy();
+    const std::lock_guard lock(s->mutex);
+    const std::span<float> g = step_gradients(*s).subspan(static_cast<std::size_t>(slot->offset),
+                                                          static_cast<std::size_t>(slot->numel));
+    std::vector<float> buffer(g.begin(), g.end());
+    transport.collective(c.group.value(), launch.ordinal, c, buffer);
+    std::copy(buffer.begin(), buffer.end(), g.begin());
+  }
+
   /// Note [stage copies]: the gradients of both of the rank's stages, in model-stage order,
   /// summed with the mirror rank's copies of the same stages, replacing the rank's own.
   void copy_sum(const Launch& launch, const ir::Collective& c) {
@@ -454,6 +538,10 @@ struct ModelRank::Impl {
   void collective(const Launch& launch, const ir::Collective& c) {
     if (copy_groups.contains(c.group.value())) {
       copy_sum(launch, c);
+      return;
+    }
+    if (embedding_groups.contains(c.group.value())) {
+      embedding_sum(launch, c);
       return;
     }
     const ir::Task& task = *launch.task;

@@ -117,12 +117,18 @@ CheckReport check_training(const TrainingRecord& run, const TrainingRecord& refe
   }
   const double absolute =
       kParameterPerStepOfLr * setup.adam.lr * static_cast<double>(reference.losses.size());
-  // Each reference parameter, and its DualPipe copy where the run has one.
+  // Each reference parameter, and its DualPipe copy where the run has one; with tied
+  // embeddings, the last stage's copy of the word embeddings where the run has one (the
+  // reference's one stage holds a single tensor: Note [gpt stage]).
   std::vector<std::pair<std::string, const std::vector<float>*>> expected;
   for (const auto& [name, want] : reference.parameters) {
     expected.emplace_back(name, &want);
     const std::string copy = std::string(kStageCopyPrefix) + name;
     if (run.parameters.contains(copy)) expected.emplace_back(copy, &want);
+    if (setup.model.tied_embeddings && name == kWordEmbeddings &&
+        run.parameters.contains(std::string(kTiedHeadCopy))) {
+      expected.emplace_back(kTiedHeadCopy, &want);
+    }
   }
   for (const auto& [name, want_values] : expected) {
     const std::vector<float>& want = *want_values;
@@ -159,7 +165,8 @@ CheckReport check_training(const TrainingRecord& run, const TrainingRecord& refe
     const std::string_view base = std::string_view(name).starts_with(kStageCopyPrefix)
                                       ? std::string_view(name).substr(kStageCopyPrefix.size())
                                       : std::string_view(name);
-    if (!reference.parameters.contains(std::string(base))) {
+    const bool tied_copy = setup.model.tied_embeddings && base == kTiedHeadCopy;
+    if (!reference.parameters.contains(std::string(tied_copy ? kWordEmbeddings : base))) {
       problem("parameter " + name + " not in the model");
     }
   }

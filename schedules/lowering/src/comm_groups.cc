@@ -18,7 +18,7 @@ constexpr std::array kKinds = {
     GroupKind::kTensor,      GroupKind::kContext,     GroupKind::kExpert,
     GroupKind::kData,        GroupKind::kExpertData,  GroupKind::kDataIntra,
     GroupKind::kDataInter,   GroupKind::kExpertIntra, GroupKind::kExpertInter,
-    GroupKind::kStageCopies,
+    GroupKind::kStageCopies, GroupKind::kEmbedding,
 };
 
 bool all_digits(std::string_view s) {
@@ -49,6 +49,8 @@ std::string_view to_string(GroupKind kind) noexcept {
       return "edp-inter";
     case GroupKind::kStageCopies:
       return "pp-copies";
+    case GroupKind::kEmbedding:
+      return "embedding";
   }
   return "?";
 }

@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
-#include <variant>
 #include <vector>
 
 #include "metron/base/error.h"
@@ -48,47 +46,21 @@ void add_stage_copy_sum(ir::GraphBuilder& builder, const SyncInput& input) {
           kWhere, r, pp - 1 - r, own, mirror));
     }
   }
-  const ir::GraphData& data = builder.data();
   for (std::int32_t g = 0; g < ctx.num_ranks(); ++g) {
     const ir::RankId rank{g};
     const std::int32_t r = ctx.pipeline_rank(rank);
-    // The rank's optimizer tasks, in issue order: the sum goes before the first, all wait for
-    // it. It waits for what they wait for, and for the compute issued before them: a step
-    // follows that through its stream's order, which the sum, on a stream of its own, does not
-    // share. The last compute task of each stream stands for all before it (streams are FIFOs).
-    std::vector<ir::TaskId> steps;
-    std::map<std::int32_t, ir::TaskId> last_compute;  // by stream
-    for (ir::TaskId t : data.issue_order[rank.index()]) {
-      const auto* c = std::get_if<ir::Compute>(&data.tasks[t.index()].op);
-      if (c == nullptr) continue;
-      if (c->phase == ir::Phase::kOptimizer) {
-        steps.push_back(t);
-      } else if (steps.empty()) {
-        last_compute[data.tasks[t.index()].stream.value()] = t;
-      }
-    }
-    if (steps.empty()) {
-      throw InvalidConfig(
-          fmt::format("{}rank {} has no optimizer step to sum the gradients for", kWhere, g));
-    }
-    std::vector<ir::TaskId> deps;
-    const auto wait_for = [&](ir::TaskId d) {
-      if (std::find(deps.begin(), deps.end(), d) == deps.end()) deps.push_back(d);
-    };
-    for (const auto& [stream, t] : last_compute) wait_for(t);
-    for (ir::TaskId step : steps) {
-      for (ir::TaskId d : data.tasks[step.index()].deps) wait_for(d);
-    }
-    const ir::TaskId sum = ctx.collective(
-        rank, {.kind = lowering::GroupKind::kStageCopies,
-               .op = ir::CollectiveOp::kAllReduce,
-               .bytes = gradient_bytes(input, r),
-               .dtype = detail::SyncContext::dtype_of(input.grad_bytes),
-               .label = fmt::format("AR gradients of the copies of stages {} and {}",
-                                    std::min(r, pp - 1 - r), std::max(r, pp - 1 - r)),
-               .deps = std::move(deps)});
-    ctx.issue_before(steps.front(), sum);
-    for (ir::TaskId step : steps) builder.precede(sum, step);
+    const std::int32_t low = std::min(r, pp - 1 - r);
+    const std::int32_t replica = g / pp;
+    ctx.collective_before_step(
+        rank,
+        {.kind = lowering::GroupKind::kStageCopies,
+         .op = ir::CollectiveOp::kAllReduce,
+         .bytes = gradient_bytes(input, r),
+         .dtype = detail::SyncContext::dtype_of(input.grad_bytes),
+         .label = fmt::format("AR gradients of the copies of stages {} and {}", low, pp - 1 - low),
+         .pipeline_members = {low, pp - 1 - low},
+         .group_index = replica * (pp / 2) + low},
+        kWhere);
   }
   ctx.finish();
 }

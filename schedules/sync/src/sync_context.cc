@@ -3,6 +3,8 @@
 #include "sync_context.h"
 
 #include <algorithm>
+#include <map>
+#include <string>
 #include <variant>
 
 #include "metron/base/error.h"
@@ -181,16 +183,13 @@ ir::GroupId SyncContext::group(ir::RankId rank, const CollectiveSpec& spec) {
       break;
   }
   std::vector<ir::RankId> members;
-  if (spec.kind == lowering::GroupKind::kStageCopies) {
-    // Note [stage copies]: pipeline ranks r and P-1-r of the rank's own replica.
-    const std::int32_t low = std::min(r, input_.pipeline_ranks - 1 - r);
-    const std::int32_t high = input_.pipeline_ranks - 1 - low;
-    std::string name = lowering::group_name(spec.kind, k * (input_.pipeline_ranks / 2) + low);
+  if (!spec.pipeline_members.empty()) {
+    std::string name = lowering::group_name(spec.kind, spec.group_index);
     auto [it, fresh] = groups_.try_emplace(name);
     if (fresh) {
-      it->second =
-          builder_.add_group(std::move(name), {ir::RankId{k * input_.pipeline_ranks + low},
-                                               ir::RankId{k * input_.pipeline_ranks + high}});
+      for (const std::int32_t p : spec.pipeline_members)
+        members.push_back(ir::RankId{k * input_.pipeline_ranks + p});
+      it->second = builder_.add_group(std::move(name), std::move(members));
     }
     return it->second;
   }
@@ -246,6 +245,41 @@ ir::TaskId SyncContext::host_wait(ir::RankId rank, ir::TaskId target, std::strin
       ir::Task{.rank = rank, .label = std::move(label), .op = ir::HostWait{.target = target}});
   placed_.resize(builder_.data().tasks.size(), false);
   return id;
+}
+
+ir::TaskId SyncContext::collective_before_step(ir::RankId rank, CollectiveSpec spec,
+                                               std::string_view what) {
+  const ir::GraphData& data = builder_.data();
+  std::vector<ir::TaskId> steps;
+  std::map<std::int32_t, ir::TaskId> last_compute;  // by stream
+  for (ir::TaskId t : data.issue_order[rank.index()]) {
+    const auto* c = std::get_if<ir::Compute>(&data.tasks[t.index()].op);
+    if (c == nullptr) continue;
+    if (c->phase == ir::Phase::kOptimizer) {
+      steps.push_back(t);
+    } else if (steps.empty()) {
+      // The last compute task of each stream stands for all before it (streams are FIFOs).
+      last_compute[data.tasks[t.index()].stream.value()] = t;
+    }
+  }
+  if (steps.empty()) {
+    throw InvalidConfig(std::string(what) + "rank " + std::to_string(rank.value()) +
+                        " has no optimizer step to sum the gradients for");
+  }
+  spec.deps.clear();
+  const auto wait_for = [&](ir::TaskId d) {
+    if (std::find(spec.deps.begin(), spec.deps.end(), d) == spec.deps.end()) {
+      spec.deps.push_back(d);
+    }
+  };
+  for (const auto& [stream, t] : last_compute) wait_for(t);
+  for (ir::TaskId step : steps) {
+    for (ir::TaskId d : data.tasks[step.index()].deps) wait_for(d);
+  }
+  const ir::TaskId sum = collective(rank, spec);
+  issue_before(steps.front(), sum);
+  for (ir::TaskId step : steps) builder_.precede(sum, step);
+  return sum;
 }
 
 ir::BufferId SyncContext::allocate(ir::TaskId allocator, std::int64_t bytes, std::string name) {

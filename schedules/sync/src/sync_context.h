@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "metron/ir/graph_builder.h"
@@ -56,6 +57,11 @@ struct CollectiveSpec {
   std::string stream;
   /// How many back-to-back calls of bytes/count each the task stands for (ir::Collective).
   std::int32_t count = 1;
+  /// A group across pipeline ranks instead of replicas (DualPipe's stage copies, Megatron's
+  /// embedding group): these pipeline ranks of the rank's own replica, the group named
+  /// kind + group_index.
+  std::vector<std::int32_t> pipeline_members;
+  std::int32_t group_index = 0;
 };
 
 class SyncContext {
@@ -96,6 +102,13 @@ class SyncContext {
   /// A collective on the group of `spec.kind` joining `rank` with its replicas, on that group's
   /// stream. Not placed yet: see issue_*; finish() numbers it in issue order.
   ir::TaskId collective(ir::RankId rank, const CollectiveSpec& spec);
+  /// A collective of the rank between its backward and its optimizer step: it waits for what
+  /// the step waits for and for the last compute of each stream issued before the step (which
+  /// the step follows through its stream's order, and a collective on a stream of its own does
+  /// not), is issued right before the step, and every optimizer task of the rank waits for it.
+  /// Throws InvalidConfig naming `what` when the rank has no optimizer step. `spec.deps` is
+  /// ignored.
+  ir::TaskId collective_before_step(ir::RankId rank, CollectiveSpec spec, std::string_view what);
   /// A host wait on `target`, not placed yet.
   ir::TaskId host_wait(ir::RankId rank, ir::TaskId target, std::string label);
   /// A buffer of the rank, allocated when `allocator` starts.

@@ -46,9 +46,10 @@ struct ParallelGroups {
   GroupPlacement dp;         ///< the gradient-reduction group of dense parameters: dp · cp ranks
   GroupPlacement expert_dp;  ///< the gradient-reduction group of expert parameters: dp·cp / ep
   GroupPlacement pp;
-  /// DualPipe's pairs of pipeline ranks r and pp − 1 − r, which sum the gradients of their stage
-  /// copies: as the farthest pair, ranks 0 and pp − 1 (one rank for pp = 1).
-  GroupPlacement pp_copies;
+  /// Pipeline ranks 0 and pp − 1 of one replica (one rank for pp = 1): Megatron's embedding group,
+  /// which sums tied embeddings' gradients, and the farthest of DualPipe's pairs r and pp − 1 − r,
+  /// which sum the gradients of their stage copies and are charged as it.
+  GroupPlacement pp_ends;
   /// Every p2p between adjacent stages stays in a node (the whole pipeline fits in one node);
   /// false for pp = 1, which has no such p2p.
   bool pp_neighbours_share_node = false;

@@ -16,7 +16,8 @@
 //      since replicas are identical, and charges each collective for the whole group anyway, so a
 //      10,000-GPU step costs no more than its pipeline; then, when dp·cp > 1, the scenario's sync
 //      policy (schedules/sync_policy.h) over each chunk's tensors (models::parameter_tensors);
-//      for DualPipe, the gradient sum over its stage copies (sync/stage_copies.h).
+//      for DualPipe, the gradient sum over its stage copies (sync/stage_copies.h); for tied
+//      embeddings on two pipeline ranks, their gradient sum (sync/embedding_grads.h).
 //      kFull finally gives every rank its tensor-parallel peers (lowering/tensor_parallel.h);
 //      context- and expert-parallel peers stay out of the graph in both modes.
 //   4. Durations (integer ns): compute tasks take their stage's F / I / W / B from the scenario's
@@ -75,7 +76,8 @@ struct Step {
   /// ParallelGroups::pp_neighbours_share_node), as a profile's p2p entries are looked up.
   bool p2p_same_node = false;
   /// What the sync-policy pass was given (its chunks' parameter tensors, by pipeline rank), and
-  /// DualPipe's stage-copy sum (sync/stage_copies.h). Empty params when the step has neither.
+  /// DualPipe's stage-copy sum (sync/stage_copies.h) and the tied embeddings' gradient sum
+  /// (sync/embedding_grads.h). Empty params when the step has none of them.
   sync::SyncInput sync_input;
   /// What the pass returned: by pipeline rank, the buckets its collectives carry, by their
   /// tags (sync::SyncPlan); empty without sync.

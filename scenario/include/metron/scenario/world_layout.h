@@ -15,8 +15,9 @@
 //   ep; a distributed-optimizer instance (dp-intra) takes blocks of the instance size and dp-inter
 //   the d with the same offset in their block (the same rule over the expert data-parallel index
 //   for edp-intra and edp-inter); DualPipe's pp-copies pair (sync/stage_copies.h) varies p between
-//   p and pp-1-p. Descriptions are Megatron's group_desc strings (TENSOR_MODEL_PARALLEL_GROUP,
-//   ...; PIPELINE_STAGE_COPIES_GROUP, which Megatron lacks). A group no pass makes keeps its graph
+//   p and pp-1-p; the embedding pair (sync/embedding_grads.h) is p = 0 and pp-1. Descriptions
+//   are Megatron's group_desc strings (TENSOR_MODEL_PARALLEL_GROUP, EMBEDDING_GROUP, ...;
+//   PIPELINE_STAGE_COPIES_GROUP, which Megatron lacks). A group no pass makes keeps its graph
 //   members. Sends and
 //   receives go through the rank's pipeline group (p varies), as Megatron's p2p does. Process
 //   group names count distinct groups from "1" in graph order, pipeline groups last ("0" is

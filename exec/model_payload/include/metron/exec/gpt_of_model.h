@@ -5,10 +5,10 @@
 // parallel buckets of the step's sync policy are sized from those counts).
 //
 // Only what the payload builds is accepted: a "gelu" model (learned positions, LayerNorms and
-// linear biases), dense, multi-head attention, untied embeddings (tying them across the first
-// and last stage needs the embedding-gradient all-reduce Megatron adds, not built yet), tp 1
-// (tensor parallelism would split the linears; the payload does not yet). The vocabulary is
-// Megatron's padded one (the padded rows train as any other row the data never names).
+// linear biases), dense, multi-head attention, tp 1 (tensor parallelism would split the linears;
+// the payload does not yet). Tied embeddings are tied as the model says (Note [gpt stage]). The
+// vocabulary is Megatron's padded one (the padded rows train as any other row the data never
+// names).
 
 #include <cstdint>
 #include <span>

@@ -19,6 +19,12 @@
 //     flat fp32 buffer per stage, and so do their gradients, in the names and order of
 //     models::parameter_tensors (Megatron's registration order), which the sync policies bucket
 //     and shard: a bucket of the step's graph is a range of these buffers.
+//   - Tied embeddings: the LM head multiplies by the word embeddings. A stage holding both ends
+//     uses one tensor for both, so its gradient is the sum of both uses; a last stage without
+//     the embedding holds its own copy as "output.weight", initialised from the word
+//     embeddings' seed (Megatron initialises the copy from the first stage's by an all-reduce),
+//     and stays equal to it only if the step sums the two copies' gradients (Note [embedding
+//     gradients] in sync/embedding_grads.h).
 //   - Weight gradients are deferred as PyTorch's pipelining and Megatron's zero-bubble code
 //     defer them: every op that owns parameters (linear layers, the norms' affine, the
 //     embeddings) is an autograd function of its own whose backward computes only the gradient
@@ -41,9 +47,15 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace metron::exec {
+
+/// The slot names of the word embeddings and of a last stage's copy of them as its head under
+/// tied embeddings (Note [gpt stage]).
+inline constexpr std::string_view kWordEmbeddings = "embedding.word";
+inline constexpr std::string_view kTiedHeadCopy = "output.weight";
 
 /// The model every stage is cut from.
 struct GptConfig {
@@ -55,6 +67,8 @@ struct GptConfig {
   std::int64_t seq_len = 16;
   std::int64_t microbatch_size = 2;  ///< samples per microbatch
   std::uint64_t seed = 1234;         ///< parameters and synthetic data
+  /// The LM head reuses the word embeddings (Note [gpt stage]).
+  bool tied_embeddings = false;
 };
 
 /// Throws InvalidConfig naming the field when `config` is not a model this payload builds.

@@ -26,9 +26,14 @@ enum class GroupKind : std::uint8_t {
   /// "pp-copies": DualPipe's pipeline ranks r and P-1-r, which hold copies of the same two model
   /// stages and sum their gradients (sync/stage_copies.h)
   kStageCopies,
+  /// "embedding": Megatron's embedding group, the pipeline ranks holding the first and the last
+  /// model stage, which sum the gradients of their copies of tied word embeddings
+  /// (sync/embedding_grads.h)
+  kEmbedding,
 };
 
-/// "tp", "cp", "ep", "dp", "edp", "dp-intra", "dp-inter", "edp-intra", "edp-inter", "pp-copies".
+/// "tp", "cp", "ep", "dp", "edp", "dp-intra", "dp-inter", "edp-intra", "edp-inter", "pp-copies",
+/// "embedding".
 std::string_view to_string(GroupKind kind) noexcept;
 /// The group's name: to_string(kind) + index.
 std::string group_name(GroupKind kind, std::int32_t index);

@@ -87,6 +87,21 @@ exec::ModelPayload model_payload_of(const scenario::Scenario& scenario, const sc
           "over the replicate group) is not run by the model payload yet; expected the whole "
           "data-parallel group as FSDP's shard group");
     }
+    // Note [embedding gradients]: the copies' reduced gradients are summed element by element,
+    // so the two copies must be sharded alike. fairscale's OSS assigns owners in registration
+    // order and FSDP1 shards each unit's flat parameter, so the word embeddings on the first
+    // stage and their copy on the last fall to different ranks' shards; FSDP2 shards each
+    // parameter on its own (alike), but the payload lays FSDP2's units out flat as FSDP1's.
+    const bool sharded_apart = policy == sync::SyncPolicy::kFairscaleSdp || fsdp;
+    if (model.tied_embeddings && parallel.pp > 1 && step.sync_input.data_parallel > 1 &&
+        sharded_apart) {
+      throw InvalidConfig(
+          "--payload model: tied embeddings over " + std::to_string(parallel.pp) +
+          " pipeline ranks under " + std::string(sync::to_string(policy)) +
+          ": its shards of the word embeddings and of their copy on the last stage hold "
+          "different elements, so the copies' gradients cannot be summed after the sync; "
+          "expected ddp, megatron-ddp, megatron-distopt or zero1-3, or untied embeddings");
+    }
     payload.sync.buckets = step.sync_plan;
   }
   exec::check_model_payload(graph, payload.pipeline_ranks, payload.setup, payload.slices,

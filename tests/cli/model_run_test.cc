@@ -94,6 +94,8 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
       {"--payload model --model gpt3-125m --schedule zb-v --pp 2",
        "holds both copies of the tied word embeddings"},
       {path("g.json") + " --payload model", "a graph file names no model to train"},
+      {"--payload model --model gpt3-125m --dp 2 --sync fsdp2",
+       "the copies' gradients cannot be summed after the sync"},
   };
   for (const auto& [flags, reason] : refusals) {
     const Outcome r = metron("run " + flags);

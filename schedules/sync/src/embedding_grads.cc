@@ -59,7 +59,7 @@ std::vector<Copy> copies_of(const SyncInput& input) {
 
 void add_embedding_grad_sum(ir::GraphBuilder& builder, const SyncInput& input) {
   const std::vector<Copy> copies = copies_of(input);
-  detail::SyncContext ctx(builder, input);
+  detail::SyncContext ctx(builder, input, detail::SyncContext::ComputeIndex::kSkip);
   const std::int32_t first = copies[0].pipeline_rank;
   const std::int32_t last = copies[1].pipeline_rank;
   for (std::int32_t g = 0; g < ctx.num_ranks(); ++g) {

@@ -28,7 +28,7 @@ std::int64_t gradient_bytes(const SyncInput& input, std::int32_t pipeline_rank) 
 }  // namespace
 
 void add_stage_copy_sum(ir::GraphBuilder& builder, const SyncInput& input) {
-  detail::SyncContext ctx(builder, input);
+  detail::SyncContext ctx(builder, input, detail::SyncContext::ComputeIndex::kSkip);
   const std::int32_t pp = input.pipeline_ranks;
   if (pp % 2 != 0) {
     throw InvalidConfig(fmt::format(

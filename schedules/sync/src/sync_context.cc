@@ -21,7 +21,7 @@ void set_at(std::vector<ir::TaskId>& by_mb, std::int32_t mb, ir::TaskId task) {
 
 }  // namespace
 
-SyncContext::SyncContext(ir::GraphBuilder& builder, const SyncInput& input)
+SyncContext::SyncContext(ir::GraphBuilder& builder, const SyncInput& input, ComputeIndex index)
     : builder_(builder), input_(input) {
   num_ranks_ = static_cast<std::int32_t>(builder_.data().ranks.size());
   if (input_.pipeline_ranks < 1 || num_ranks_ % input_.pipeline_ranks != 0) {
@@ -40,7 +40,13 @@ SyncContext::SyncContext(ir::GraphBuilder& builder, const SyncInput& input)
                         std::to_string(input_.expert_data_parallel));
   }
   replicas_ = num_ranks_ / input_.pipeline_ranks;
-  index_tasks();
+  issued_.assign(static_cast<std::size_t>(num_ranks_), 0);
+  placed_.assign(builder_.data().tasks.size(), false);
+  if (index == ComputeIndex::kBuild) index_tasks();
+}
+
+void SyncContext::require_index() const {
+  METRON_ASSERT(indexed_, "SyncContext: compute tasks asked of a context built without them");
 }
 
 void SyncContext::index_tasks() {
@@ -90,7 +96,7 @@ void SyncContext::index_tasks() {
       set_at(other->backward_start, c->overlapped->microbatch.value(), id);
     }
   }
-  placed_.assign(data.tasks.size(), false);
+  indexed_ = true;
 }
 
 std::int32_t SyncContext::pipeline_rank(ir::RankId rank) const {
@@ -102,14 +108,19 @@ const std::vector<ChunkParams>& SyncContext::params(ir::RankId rank) const {
 }
 
 std::int32_t SyncContext::num_chunks(ir::RankId rank) const {
+  require_index();
   return static_cast<std::int32_t>(std::min(chunks_[rank.index()].size(), params(rank).size()));
 }
 
 const ChunkTasks& SyncContext::chunk_tasks(ir::RankId rank, std::int32_t chunk) const {
+  require_index();
   return chunks_[rank.index()][static_cast<std::size_t>(chunk)];
 }
 
-ir::TaskId SyncContext::optimizer_step(ir::RankId rank) const { return steps_[rank.index()]; }
+ir::TaskId SyncContext::optimizer_step(ir::RankId rank) const {
+  require_index();
+  return steps_[rank.index()];
+}
 
 std::vector<ir::TaskId> SyncContext::compute_order(ir::RankId rank) const {
   std::vector<ir::TaskId> out;
@@ -221,6 +232,7 @@ ir::TaskId SyncContext::collective(ir::RankId rank, const CollectiveSpec& spec) 
   }
   // Numbered in final issue order by finish(); creation order is not issue order.
   const std::int64_t seq = 0;
+  issued_[rank.index()] = 1;
   const ir::TaskId id = builder_.add(ir::Task{
       .rank = rank,
       .stream = stream,
@@ -357,6 +369,7 @@ void SyncContext::number_collectives() {
   for (const auto& [name, group] : groups_) own[group.index()] = 1;
   std::vector<std::int64_t> next;
   for (std::int32_t r = 0; r < num_ranks_; ++r) {
+    if (issued_[static_cast<std::size_t>(r)] == 0) continue;  // no collective of this pass
     next.assign(num_groups, 0);
     for (ir::TaskId t : builder_.data().issue_order[static_cast<std::size_t>(r)]) {
       auto* c = std::get_if<ir::Collective>(&builder_.task(t).op);

@@ -66,14 +66,22 @@ struct CollectiveSpec {
 
 class SyncContext {
  public:
-  SyncContext(ir::GraphBuilder& builder, const SyncInput& input);
+  /// Which compute tasks the context finds: every chunk's by microbatch and the optimizer steps
+  /// (what a policy's hooks fire on), or none, for a pass that only adds collectives before the
+  /// step (a walk over every task the planner would pay on each step it builds).
+  enum class ComputeIndex : std::uint8_t { kBuild, kSkip };
+  SyncContext(ir::GraphBuilder& builder, const SyncInput& input,
+              ComputeIndex index = ComputeIndex::kBuild);
 
   [[nodiscard]] ir::GraphBuilder& builder() { return builder_; }
   [[nodiscard]] const SyncInput& input() const { return input_; }
   [[nodiscard]] std::int32_t num_ranks() const { return num_ranks_; }
   [[nodiscard]] std::int32_t replicas() const { return replicas_; }
   [[nodiscard]] std::int32_t pipeline_rank(ir::RankId rank) const;
-  [[nodiscard]] std::int32_t num_microbatches() const { return microbatches_; }
+  [[nodiscard]] std::int32_t num_microbatches() const {
+    require_index();
+    return microbatches_;
+  }
   /// The rank's chunks' parameters (input().params of its pipeline rank).
   [[nodiscard]] const std::vector<ChunkParams>& params(ir::RankId rank) const;
   [[nodiscard]] std::int32_t num_chunks(ir::RankId rank) const;
@@ -139,6 +147,7 @@ class SyncContext {
 
  private:
   void index_tasks();
+  void require_index() const;
   void number_collectives();
   void mark_placed(ir::TaskId task);
   struct Placement {
@@ -154,6 +163,9 @@ class SyncContext {
   std::int32_t num_ranks_ = 0;
   std::int32_t replicas_ = 1;
   std::int32_t microbatches_ = 0;
+  bool indexed_ = false;
+  /// By rank: whether this context added a collective there (only those ranks are numbered).
+  std::vector<char> issued_;
   std::vector<std::vector<ChunkTasks>> chunks_;  // [rank][chunk]
   std::vector<ir::TaskId> steps_;                // [rank]
   std::map<std::string, ir::GroupId> groups_;

@@ -9,11 +9,15 @@
 #
 #   bench/model_payload_matrix.sh [path/to/metron] [configuration-filter]
 #   STEPS=4 bench/model_payload_matrix.sh           (the default)
+#   MODEL=tied.json bench/model_payload_matrix.sh   another model (a JSON file or preset), e.g. the
+#                                                   built-in one with "tied_embeddings": true
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 METRON="${1:-$ROOT/build/release/cli/metron}"
 FILTER="${2:-}"
 STEPS="${STEPS:-4}"
+MODEL_FLAGS=()
+[[ -n "${MODEL:-}" ]] && MODEL_FLAGS=(--model "$MODEL")
 PY=/usr/bin/python3
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
@@ -60,7 +64,7 @@ for s in "${schedules[@]}"; do
     [[ "$s" == *"--pp 4"* && "$y" == *"--dp 4"* ]] && continue
     # shellcheck disable=SC2086  # the flags are words
     if "$METRON" run --payload model --check --warmup 0 --iterations "$STEPS" ${s#*|} ${y#*|} \
-      --json "$WORK/r.json" >"$WORK/out" 2>"$WORK/err"; then
+      "${MODEL_FLAGS[@]}" --json "$WORK/r.json" >"$WORK/out" 2>"$WORK/err"; then
       result=passed
     else
       code=$?

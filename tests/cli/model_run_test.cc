@@ -90,9 +90,6 @@ TEST_F(Cli, RunWithTheModelPayloadRefusesWhatItCannotTrainBeforeStarting) {
       {"--check", "--check: the timing payload computes no values to check"},
       {"--payload model --dp 2 --sync fsdp2 --hsdp-shard-size 1", "HSDP"},
       {"--payload model --tp 2", "the payload runs tp = cp = ep = 1"},
-      // ZB-V's rank 0 holds both ends of GPT-3's tied embeddings.
-      {"--payload model --model gpt3-125m --schedule zb-v --pp 2",
-       "holds both copies of the tied word embeddings"},
       {path("g.json") + " --payload model", "a graph file names no model to train"},
       {"--payload model --model gpt3-125m --dp 2 --sync fsdp2",
        "the copies' gradients cannot be summed after the sync"},

@@ -345,7 +345,10 @@ INSTANTIATE_TEST_SUITE_P(
                .vp = 2,
                .dp = 2,
                .sync = "megatron-distopt",
-               .tied = true}),
+               .tied = true},
+        // Both ends on rank 0 (V), or on both ranks twice (DualPipe): summed on the rank.
+        Config{.schedule = "zb-v", .vp = 2, .dp = 2, .sync = "megatron-distopt", .tied = true},
+        Config{.schedule = "dualpipe", .vp = 2, .tied = true}),
     [](const ::testing::TestParamInfo<Config>& param) {
       std::string name = param.param.schedule + "_pp" + std::to_string(param.param.pp) + "_dp" +
                          std::to_string(param.param.dp) + "_" + param.param.sync +
@@ -417,9 +420,18 @@ TEST(ModelRank, RefusesWhatItCannotRunByName) {
   s.sync.comm_hook = sync::CommHook::kBf16Compress;
   s.sync.policy = sync::SyncPolicy::kDdp;
   EXPECT_THAT(refusal(s), ::testing::HasSubstr("carries bf16"));
-  // ZB-V's rank 0 holds the first and the last stage, both copies of tied embeddings.
-  s = scenario_of({.schedule = "zb-v", .vp = 2, .tied = true});
-  EXPECT_THAT(refusal(s), ::testing::HasSubstr("holds both copies of the tied word embeddings"));
+  // A tied model trained by a graph built for the untied one: no sum of the copies.
+  s = scenario_of({.schedule = "1f1b"});
+  const scenario::Step untied = scenario::build_step(s, scenario::Replication::kFull);
+  s.model->tied_embeddings = true;
+  const TrainingSetup tied{.model = gpt_config_of(*s.model, s.parallel, 7), .microbatches = 4};
+  EXPECT_THAT(
+      [&] {
+        check_model_payload(untied.graph, untied.pipeline_ranks, tied,
+                            stage_slices(*s.model, s.parallel));
+      },
+      ::testing::ThrowsMessage<InvalidConfig>(
+          ::testing::HasSubstr("the copies would train apart")));
   // A bf16 graph's transfers carry half the bytes of the fp32 values.
   s = scenario_of(c);
   s.model->dtype = models::Precision::kBf16;

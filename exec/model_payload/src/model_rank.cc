@@ -451,41 +451,64 @@ struct ModelRank::Impl {
   }
 
   /// A rank holding one copy of tied embeddings needs the graph's sum (Note [embedding
-  /// gradients]); one holding both ends in two stages (the V schedules, DualPipe) would have to
-  /// sum them on the rank, which no task of the graph does.
+  /// gradients]); one holding both ends in two stages (the V schedules, DualPipe) sums them on
+  /// the rank, at the start of its optimizer step (after the data-parallel and stage-copy sums,
+  /// which the step waits for): an addition of two of its own tensors, which moves nothing
+  /// between ranks.
   void check_tied_copies() const {
     const auto copies = tied_copies();
     const std::string where = "model payload: rank " + std::to_string(rank.value()) + " ";
-    if (copies.size() > 1) {
-      throw InvalidConfig(where + "holds both copies of the tied word embeddings (stages " +
-                          std::to_string(copies[0].first) + " and " +
-                          std::to_string(copies[1].first) +
-                          "); the step graph sums them between two pipeline ranks only: expected "
-                          "a schedule with one end of the model per rank, or untied embeddings");
-    }
-    if (!copies.empty() && embedding_groups.empty()) {
+    if (copies.size() == 1 && embedding_groups.empty()) {
       throw InvalidConfig(where + "holds a copy of the tied word embeddings (" + copies[0].second +
                           " of stage " + std::to_string(copies[0].first) +
                           ") and the graph has no collective that sums the copies' gradients: "
                           "the copies would train apart");
     }
-    if (copies.empty() && !embedding_groups.empty()) {
-      throw InvalidConfig(where + "sums tied embeddings' gradients but holds no copy of them");
+    if (copies.size() != 1 && !embedding_groups.empty()) {
+      throw InvalidConfig(where + "sums tied embeddings' gradients with another rank but holds " +
+                          std::to_string(copies.size()) + " copies of them; expected one");
     }
   }
 
-  /// The rank's copy of the tied embeddings: its stage and its slot.
-  std::pair<HeldStage*, const ParameterSlot*> tied_copy() {
-    const auto [stage, name] = tied_copies().front();
-    HeldStage& s = *stages.at(stage);
-    for (const ParameterSlot& slot : s.stage.parameter_layout()) {
-      if (slot.name == name) return {&s, &slot};
+  /// The rank's copies of the tied embeddings: their stages and slots.
+  std::vector<std::pair<HeldStage*, const ParameterSlot*>> tied_copy_slots() {
+    std::vector<std::pair<HeldStage*, const ParameterSlot*>> out;
+    for (const auto& copy : tied_copies()) {
+      const std::int32_t stage = copy.first;
+      const std::string& name = copy.second;
+      HeldStage& s = *stages.at(stage);
+      const auto& layout = s.stage.parameter_layout();
+      const auto slot = std::find_if(layout.begin(), layout.end(),
+                                     [&](const ParameterSlot& p) { return p.name == name; });
+      if (slot == layout.end()) {
+        throw BackendError("model payload: stage " + std::to_string(stage) + " lacks " + name);
+      }
+      out.emplace_back(&s, &*slot);
     }
-    throw BackendError("model payload: stage " + std::to_string(stage) + " lacks " + name);
+    return out;
+  }
+
+  /// The gradients of a copy as the optimizer steps with them.
+  static std::span<float> copy_gradients(HeldStage& s, const ParameterSlot& slot) {
+    return step_gradients(s).subspan(static_cast<std::size_t>(slot.offset),
+                                     static_cast<std::size_t>(slot.numel));
+  }
+
+  /// Both copies on this rank: each takes their sum.
+  void local_tied_sum() {
+    const auto copies = tied_copy_slots();
+    if (copies.size() != 2) return;
+    const std::scoped_lock lock(copies[0].first->mutex, copies[1].first->mutex);
+    const std::span<float> a = copy_gradients(*copies[0].first, *copies[0].second);
+    const std::span<float> b = copy_gradients(*copies[1].first, *copies[1].second);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] += b[i];
+      b[i] = a[i];
+    }
   }
 
   void check_embedding_sums() {
-    const std::int64_t held = tied_copy().second->numel;
+    const std::int64_t held = tied_copy_slots().front().second->numel;
     for (std::int32_t t = 0; t < graph.num_tasks(); ++t) {
       const ir::Task& task = graph.task(ir::TaskId{t});
       const auto* c = std::get_if<ir::Collective>(&task.op);
@@ -503,10 +526,9 @@ struct ModelRank::Impl {
   /// Note [embedding gradients]: the gradient of the rank's copy of the tied embeddings (the
   /// synced one where buckets reduce the stage), summed with the other end's, replacing its own.
   void embedding_sum(const Launch& launch, const ir::Collective& c) {
-    const auto [s, slot] = tied_copy();
+    const auto [s, slot] = tied_copy_slots().front();
     const std::lock_guard lock(s->mutex);
-    const std::span<float> g = step_gradients(*s).subspan(static_cast<std::size_t>(slot->offset),
-                                                          static_cast<std::size_t>(slot->numel));
+    const std::span<float> g = copy_gradients(*s, *slot);
     std::vector<float> buffer(g.begin(), g.end());
     transport.collective(c.group.value(), launch.ordinal, c, buffer);
     std::copy(buffer.begin(), buffer.end(), g.begin());
@@ -747,10 +769,13 @@ struct ModelRank::Impl {
   /// chained optimizer) the task's chunk's; the step ends with the rank's last one.
   void optimizer_step(const ir::Task& task) {
     std::int64_t current = 0;
+    bool first = false;
     {
       const std::lock_guard lock(mutex);
       current = step;
+      first = optimizer_done == 0;
     }
+    if (first) local_tied_sum();
     std::optional<std::int32_t> only;  // the task's chunk's stage, with one task per chunk
     if (optimizer_tasks > 1) {
       const auto found = chunk_stage.find(task.chunk.value());

@@ -125,9 +125,11 @@ CheckReport check_training(const TrainingRecord& run, const TrainingRecord& refe
     expected.emplace_back(name, &want);
     const std::string copy = std::string(kStageCopyPrefix) + name;
     if (run.parameters.contains(copy)) expected.emplace_back(copy, &want);
-    if (setup.model.tied_embeddings && name == kWordEmbeddings &&
-        run.parameters.contains(std::string(kTiedHeadCopy))) {
-      expected.emplace_back(kTiedHeadCopy, &want);
+    if (setup.model.tied_embeddings && name == kWordEmbeddings) {
+      for (std::string head : {std::string(kTiedHeadCopy),
+                               std::string(kStageCopyPrefix) + std::string(kTiedHeadCopy)}) {
+        if (run.parameters.contains(head)) expected.emplace_back(std::move(head), &want);
+      }
     }
   }
   for (const auto& [name, want_values] : expected) {

@@ -64,13 +64,14 @@
 //     all-reduce of shards, fp16 broadcasts
 //     and compression hooks, tensor-parallel collectives (the graph's intra-layer collectives do
 //     not say which tensor they carry), a graph that runs DualPipe's copies without their sum,
-//     and tied embeddings whose two copies are on one rank (the V schedules, DualPipe) or are
-//     not summed.
+//     and a copy of tied embeddings that the graph does not sum.
 //   - Tied embeddings (Note [gpt stage]): the "embedding" all-reduce sums the gradient of the
 //     rank's copy, the first stage's word embeddings or the last stage's head copy (synced
 //     ones where buckets reduce the stage), with the other end's (Note [embedding gradients]
-//     in sync/embedding_grads.h); the record lists the head copy as kTiedHeadCopy, and the
-//     check compares it with the reference's word embeddings.
+//     in sync/embedding_grads.h). A rank holding both ends (the V schedules; DualPipe, after
+//     its stage-copy sum) adds the two copies' gradients itself when its optimizer step
+//     starts. The record lists the head copy as kTiedHeadCopy, and the check compares it with
+//     the reference's word embeddings.
 //   - DualPipe's second direction runs stages past the model's end, copies of the model stages
 //     (stage P + k runs slice k, its layer numbers past the model's end too); the "pp-copies"
 //     all-reduce sums both of the rank's stages' gradients (synced ones where buckets reduce

@@ -22,7 +22,9 @@
 //   the two copies alike.
 //
 //   Where one rank holds both ends in different chunks (the V schedules, DualPipe) the copies
-//   meet on one rank and the sum moves nothing between ranks: not added here (InvalidConfig).
+//   meet on one rank and the sum moves nothing between ranks: not added here (InvalidConfig);
+//   the rank adds them up itself (the model payload does at its optimizer step), an element-wise
+//   addition the step's costs leave out.
 
 #include "metron/ir/graph_builder.h"
 #include "metron/sync/sync_policy.h"

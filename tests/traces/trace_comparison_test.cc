@@ -165,5 +165,29 @@ TEST(TraceComparison, SideBySideTracePassesThePerfettoRules) {
   EXPECT_THAT(both, HasSubstr("\"pid\":3"));
 }
 
+// Found by fuzzing (trace_json, fuzz/findings/trace_json/): a process's metadata event whose
+// args is a number ended `metron compare --trace` in "unexpected failure" (nlohmann's type_error);
+// it is bad input naming the event. Absent args are made, as before.
+TEST(TraceComparison, SideBySideTraceRefusesMetadataArgsThatAreNoObject) {
+  const std::string good = trace(1.0);
+  for (const char* args : {"1", "\"rank 0\"", "[1]"}) {
+    const std::string bad =
+        R"({"traceEvents":[{"ph":"M","name":"process_sort_index","pid":0,"args":)" +
+        std::string(args) + "}]}";
+    try {
+      static_cast<void>(side_by_side_trace(good, bad));
+      ADD_FAILURE() << "accepted args " << args;
+    } catch (const InvalidConfig& e) {
+      EXPECT_THAT(e.what(),
+                  HasSubstr("the measured trace: traceEvents[0] (M \"process_sort_index\", "
+                            "pid 0): args is of type "))
+          << e.what();
+      EXPECT_THAT(e.what(), HasSubstr("expected an object")) << e.what();
+    }
+  }
+  const std::string no_args = R"({"traceEvents":[{"ph":"M","name":"process_name","pid":0}]})";
+  EXPECT_THAT(side_by_side_trace(no_args, good), HasSubstr("\"rank 0 predicted\""));
+}
+
 }  // namespace
 }  // namespace metron::traces

@@ -253,7 +253,9 @@ std::string side_by_side_trace(std::string_view predicted_text, std::string_view
   out["displayTimeUnit"] = "ns";  // metadata before traceEvents (docs/TRACES.md §4.4)
   out["traceEvents"] = Json::array();
   const auto add = [&](const Json& doc, std::int64_t side, const char* label) {
+    std::size_t next = 0;
     for (Json e : doc["traceEvents"]) {
+      const std::size_t index = next++;
       const auto pid = detail::integer(detail::member(e, "pid"));
       if (pid) e["pid"] = 2 * *pid + side;
       if (side == 1) {
@@ -263,8 +265,17 @@ std::string side_by_side_trace(std::string_view predicted_text, std::string_view
       }
       if (detail::string_member(e, "ph") == "M" && pid) {
         const std::string name = detail::string_member(e, "name");
-        if (name == "process_name") e["args"]["name"] = fmt::format("rank {} {}", *pid, label);
-        if (name == "process_sort_index") e["args"]["sort_index"] = 2 * *pid + side;
+        if (name == "process_name" || name == "process_sort_index") {
+          Json& args = e["args"];  // absent: made here
+          if (!args.is_null() && !args.is_object()) {
+            throw InvalidConfig(fmt::format(
+                "the {} trace: traceEvents[{}] (M \"{}\", pid {}): args is of type {}; expected "
+                "an object",
+                label, index, name, *pid, args.type_name()));
+          }
+          if (name == "process_name") args["name"] = fmt::format("rank {} {}", *pid, label);
+          if (name == "process_sort_index") args["sort_index"] = 2 * *pid + side;
+        }
       }
       // A global instant (the step's end) is kept once, from the prediction.
       if (side == 1 && detail::string_member(e, "ph") == "i" &&

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <utility>
 
@@ -43,7 +44,10 @@ FailureFlush::~FailureFlush() {
 }
 
 void FailureFlush::flush_now() noexcept {
-  if (!flush_ || flushed_.exchange(true)) return;
+  if (!flush_) return;
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (flushed_) return;
+  flushed_ = true;
   try {
     flush_(snapshot_());
   } catch (...) {  // NOLINT(bugprone-empty-catch): the run is failing already; its error wins

@@ -5,8 +5,8 @@
 // and exits, within the launcher's grace period. Each writes only its own files, so the ranks
 // never race on one.
 
-#include <atomic>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -29,7 +29,10 @@ class FailureFlush {
   FailureFlush(FailureFlush&&) = delete;
   FailureFlush& operator=(FailureFlush&&) = delete;
 
-  /// Flushes now, on the calling thread (a failure in this rank), unless a flush already ran.
+  /// Flushes now, on the calling thread (a failure in this rank), unless a flush already ran; if
+  /// one is running on another thread, waits for it to end. (A rank whose own error came first is
+  /// still flushing when the launcher's SIGTERM arrives: the SIGTERM thread must not _exit
+  /// before the file is written.)
   void flush_now() noexcept;
 
  private:
@@ -37,7 +40,8 @@ class FailureFlush {
 
   Snapshot snapshot_;
   Flush flush_;
-  std::atomic<bool> flushed_{false};
+  std::mutex mutex_;      // held while flushing
+  bool flushed_ = false;  // under mutex_
   int pipe_[2] = {-1, -1};
   std::thread thread_;
 };

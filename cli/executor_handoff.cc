@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -75,6 +76,12 @@ void hand_off_executor_commands(int argc, char** argv) {
                        " (build tree) or " + looked[1].string() +
                        " (installed); build or install the metron-exec target too");
   }
+  // libtorch logs through glog, which writes c10d's own lines ("Logging before
+  // InitGoogleLogging()", "[c10d] The client socket has timed out ...") to stderr above metron's
+  // error, which already quotes what they say. glog takes its threshold from the environment when
+  // metron-exec loads libtorch, before any code of ours runs, so it is set here, before the exec:
+  // fatal messages only. A user's own GLOG_minloglevel (0 shows everything) is kept.
+  ::setenv("GLOG_minloglevel", "3", /*overwrite=*/0);
   ::execv(executor->c_str(), argv);
   const int cause = errno;  // execv returns only when it failed
   throw BackendError("cannot start " + executor->string() + " for 'metron " +

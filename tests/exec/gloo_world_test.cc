@@ -6,6 +6,7 @@
 
 #include "metron/exec/gloo_world.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@ namespace metron::exec {
 namespace {
 
 using ir::CollectiveOp;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 using testing::free_port;
@@ -390,6 +392,25 @@ TEST(GlooWorld, NoStoreThrowsBackendErrorNamingHostAndPort) {
             std::string::npos)
       << result.failure->message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(GlooWorld, RanksThatNeverJoinAreNamedAfterOneTimeout) {
+  const std::int32_t port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  const LaunchResult result = launch(2, [&](std::int32_t rank, WorkerChannel&) {
+    // Ranks 0 and 2 of a world of 4 start; 1 and 3 never do.
+    rethrow_backend_error(
+        [&] { GlooWorld world(rendezvous(port, rank == 0 ? 0 : 2, 4, 2000ms), {}); });
+  });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.failure->kind, FailureKind::kError);
+  EXPECT_THAT(result.failure->message,
+              HasSubstr("BackendError: gloo rendezvous at 127.0.0.1:" + std::to_string(port)));
+  EXPECT_THAT(result.failure->message,
+              HasSubstr("waiting for every rank to join: 2 of 4 ranks did not join within 2 s "
+                        "(ranks 1, 3); expected one process per rank"));
+  // One timeout (2 s), not c10d's wait for workers and then Gloo's own after it (4 s and more).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 3900ms);
 }
 
 TEST(GlooWorld, ADeadPeerFailsTheCollectiveWithBackendErrorLongBeforeTheTimeout) {

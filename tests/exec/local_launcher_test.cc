@@ -245,10 +245,11 @@ TEST(LocalLauncher, RefusesToForkFromAThreadedProcess) {
   std::thread busy([&] {
     while (!stop.load()) std::this_thread::sleep_for(milliseconds(1));
   });
+  // At least this one and the test's: a sanitizer's runtime may run a thread of its own (TSan).
   EXPECT_THAT([] { (void)launch_local({.workers = 1}, [](std::int32_t, WorkerChannel&) {}); },
-              testing::ThrowsMessage<InternalError>(testing::HasSubstr(
-                  "launch_local called with 2 threads running; it must fork before the process "
-                  "starts threads")));
+              testing::ThrowsMessage<InternalError>(testing::ContainsRegex(
+                  "launch_local called with ([2-9]|[1-9][0-9]+) threads running; it must fork "
+                  "before the process starts threads")));
   stop.store(true);
   busy.join();
 }

@@ -76,7 +76,7 @@ std::string compare_results(const Json& p, const Json& m) {
 }
 
 void run(const CompareOptions& o) {
-  check_distinct_outputs({{"--trace", o.trace}});
+  check_outputs({{"--trace", o.trace}});
   const std::string predicted = traces::read_chrome_trace_text(o.predicted);
   const std::string measured = traces::read_chrome_trace_text(o.measured);
   const Json p = parse_json_document<Json>(predicted, o.predicted);

@@ -24,11 +24,26 @@ CLI::Validator integer_in(std::int64_t least, std::int64_t most) {
       "");
 }
 
+CLI::Validator unsigned_integer() {
+  return CLI::Validator(
+      [](const std::string& text) {
+        std::uint64_t n = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+        const bool ok = !text.empty() && error == std::errc() && end == text.data() + text.size();
+        return ok ? std::string()
+                  : "expected a decimal integer from 0 to 2^64 - 1, got '" + text + "'";
+      },
+      "");
+}
+
 void check_integer_options(CLI::App& cmd) {
   for (CLI::Option* option : cmd.get_options()) {
-    // CLI11 names the type of every integer option, optional or not, INT.
+    // CLI11 names the type of every signed integer option, optional or not, INT, and of every
+    // unsigned one UINT (strtoull, which clamps as strtoll does and takes "-1" for 2^64 - 1).
     if (option->get_type_name() == "INT") {
       option->check(integer_in(std::numeric_limits<std::int64_t>::min()));
+    } else if (option->get_type_name() == "UINT") {
+      option->check(unsigned_integer());
     }
   }
   for (CLI::App* group :

@@ -14,9 +14,12 @@ namespace metron::cli {
 CLI::Validator integer_in(std::int64_t least,
                           std::int64_t most = std::numeric_limits<std::int64_t>::max());
 
-/// Adds integer_in(min, max of int64) to every integer option of `cmd` and of its option groups,
-/// so that a flag without a range of its own is still a decimal integer that fits. Call once,
-/// after the command's options are declared.
+/// A validator accepting the decimal integers from 0 to 2^64 - 1, for unsigned flags (--seed).
+CLI::Validator unsigned_integer();
+
+/// Adds integer_in(min, max of int64) to every signed integer option of `cmd` and of its option
+/// groups, and unsigned_integer() to every unsigned one, so that a flag without a range of its
+/// own is still a decimal integer that fits. Call once, after the command's options are declared.
 void check_integer_options(CLI::App& cmd);
 
 }  // namespace metron::cli

@@ -19,6 +19,19 @@ std::int32_t integer_variable(const char* name, const char* value) {
   return out;
 }
 
+// MASTER_PORT: rank 0 serves metron's store on the port after it (run_command.cc), so that a
+// launcher's own store on MASTER_PORT (torchrun's) is left alone.
+std::int32_t port_variable(const char* value) {
+  const std::int32_t port = integer_variable("MASTER_PORT", value);
+  if (port < 1 || port > 65534) {
+    throw InvalidConfig(
+        "environment variable MASTER_PORT: expected a port from 1 to 65534 (metron's store "
+        "listens on MASTER_PORT + 1); got '" +
+        std::string(value) + "'");
+  }
+  return port;
+}
+
 }  // namespace
 
 std::string first_slurm_host(const std::string& nodelist) {
@@ -45,7 +58,7 @@ std::optional<ExternalRank> external_rank(const std::function<const char*(const 
     out.rank = integer_variable("RANK", getenv("RANK"));
     out.world_size = integer_variable("WORLD_SIZE", getenv("WORLD_SIZE"));
     out.host = need("MASTER_ADDR", out.launcher);
-    out.master_port = integer_variable("MASTER_PORT", need("MASTER_PORT", out.launcher));
+    out.master_port = port_variable(need("MASTER_PORT", out.launcher));
     if (const char* local = getenv("LOCAL_RANK")) {
       out.local_rank = integer_variable("LOCAL_RANK", local);
     }
@@ -60,7 +73,7 @@ std::optional<ExternalRank> external_rank(const std::function<const char*(const 
     const char* host = getenv("MASTER_ADDR");
     out.host = host != nullptr ? host : "127.0.0.1";
     if (const char* port = getenv("MASTER_PORT")) {
-      out.master_port = integer_variable("MASTER_PORT", port);
+      out.master_port = port_variable(port);
     }
   } else if (getenv("SLURM_PROCID") != nullptr) {
     out.launcher = "srun";
@@ -72,7 +85,7 @@ std::optional<ExternalRank> external_rank(const std::function<const char*(const 
     const char* host = getenv("MASTER_ADDR");
     out.host = host != nullptr ? host : first_slurm_host(need("SLURM_JOB_NODELIST", out.launcher));
     if (const char* port = getenv("MASTER_PORT")) {
-      out.master_port = integer_variable("MASTER_PORT", port);
+      out.master_port = port_variable(port);
     }
   } else {
     return std::nullopt;

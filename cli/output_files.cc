@@ -1,5 +1,9 @@
 #include "output_files.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -28,17 +32,48 @@ bool is_plain(const std::string& path, const std::string& content) {
 
 }  // namespace
 
-void check_distinct_outputs(const std::vector<NamedOutput>& outputs) {
+void check_outputs(const std::vector<NamedOutput>& outputs) {
+  const auto file = [](const NamedOutput& o) {
+    return !o.path.empty() && o.path != "-" && o.kind != OutputKind::kFolder;
+  };
   for (std::size_t i = 0; i < outputs.size(); ++i) {
-    if (outputs[i].path.empty() || outputs[i].path == "-") continue;
+    if (!file(outputs[i])) continue;
     for (std::size_t j = 0; j < i; ++j) {
-      if (outputs[j].path.empty() || outputs[j].path == "-") continue;
+      if (!file(outputs[j])) continue;
       if (identity(outputs[i].path) == identity(outputs[j].path)) {
         throw InvalidConfig(outputs[j].flag + " and " + outputs[i].flag + ": both write '" +
                             outputs[i].path + "'; expected a different file for each");
       }
     }
   }
+  for (const NamedOutput& o : outputs) {
+    if (o.path.empty() || o.path == "-") continue;
+    if (o.kind == OutputKind::kFolder) check_output_directory(o.flag, o.path);
+    if (o.kind != OutputKind::kFile) continue;
+    try {
+      check_writable(o.path);
+    } catch (const IoError& e) {
+      throw IoError(o.flag + ": " + e.what());
+    }
+  }
+}
+
+void check_output_directory(const std::string& flag, const std::string& path) {
+  const auto fail = [&](const std::string& reason) {
+    throw IoError(flag + ": cannot create the folder '" + path + "': " + reason);
+  };
+  // The folder itself, or the nearest of its parents that exists, which would hold it.
+  std::filesystem::path existing = std::filesystem::path(path).lexically_normal();
+  std::error_code error;
+  while (!std::filesystem::exists(existing, error)) {
+    if (error) fail(error.message());
+    existing = existing.has_relative_path() ? existing.parent_path() : std::filesystem::path(".");
+    if (existing.empty()) existing = ".";
+  }
+  if (!std::filesystem::is_directory(existing, error)) {
+    fail(std::strerror(ENOTDIR));
+  }
+  if (::access(existing.c_str(), W_OK | X_OK) != 0) fail(std::strerror(errno));
 }
 
 void create_output_directory(const std::string& flag, const std::string& path) {

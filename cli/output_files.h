@@ -1,7 +1,7 @@
 #pragma once
-// The output files a command is asked for, checked before it runs: two flags naming one file
-// would have one output overwrite the other (issue 14), so that is refused up front, naming both
-// flags, instead of after minutes of work.
+// The output files a command is asked for, checked before it runs (issue 14), instead of after
+// minutes of work: two flags naming one file would have one output overwrite the other, and a
+// path that cannot be written (a missing folder, a directory) would fail only at the end.
 
 #include <string>
 #include <vector>
@@ -11,16 +11,31 @@
 
 namespace metron::cli {
 
+/// What an output path names, for check_outputs.
+enum class OutputKind {
+  kFile,          ///< a file, written where it is named
+  kFolder,        ///< a folder the command writes files into (--trace-dir), made when missing
+  kFileInFolder,  ///< a file in such a folder, which may not exist yet (the folder is checked)
+};
+
 /// One output flag and the path it was given ("" when the flag was left out).
 struct NamedOutput {
   std::string flag;
   std::string path;
+  OutputKind kind = OutputKind::kFile;
 };
 
-/// Throws InvalidConfig "<flag> and <flag>: both write 'X'; expected a different file for each"
-/// when two given outputs name the same file (also through "./X", "dir/../X" or a link).
-/// Standard output ("-") and outputs left out are not compared.
-void check_distinct_outputs(const std::vector<NamedOutput>& outputs);
+/// Checks a command's outputs before it runs. Throws InvalidConfig "<flag> and <flag>: both
+/// write 'X'; expected a different file for each" when two given files are one (also through
+/// "./X", "dir/../X" or a link); IoError "<flag>: cannot write 'X': <reason>" for a kFile that
+/// cannot be written (base's check_writable), and "<flag>: cannot create the folder 'X': <reason>"
+/// for a kFolder that is no folder or could not be made (as create_output_directory would say).
+/// Standard output ("-") and outputs left out are not checked.
+void check_outputs(const std::vector<NamedOutput>& outputs);
+
+/// Throws the IoError create_output_directory would for `path` (an existing file that is no
+/// folder, or a nearest existing parent that is no folder or not writable), creating nothing.
+void check_output_directory(const std::string& flag, const std::string& path);
 
 /// Creates the folder `path` (and its parents) that `flag` names, for outputs written into it.
 /// Throws IoError "<flag>: cannot create the folder '<path>': <reason>" (exit 2).

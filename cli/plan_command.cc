@@ -113,18 +113,23 @@ std::vector<NamedOutput> ranked_outputs(const PlanFlags& f, std::size_t traces,
                                         std::size_t scenarios) {
   std::vector<NamedOutput> out;
   for (std::size_t i = 0; i < traces; ++i) {
-    out.push_back({"--trace-top", output_path(f, fmt::format("plan-trace-{}.json", i + 1))});
+    out.push_back({"--trace-top", output_path(f, fmt::format("plan-trace-{}.json", i + 1)),
+                   OutputKind::kFileInFolder});
   }
   for (std::size_t i = 0; i < scenarios; ++i) {
-    out.push_back(
-        {"--save-scenario-top", output_path(f, fmt::format("plan-scenario-{}.json", i + 1))});
+    out.push_back({"--save-scenario-top",
+                   output_path(f, fmt::format("plan-scenario-{}.json", i + 1)),
+                   OutputKind::kFileInFolder});
   }
   return out;
 }
 
-/// Every output the flags ask for, named by flag, for check_distinct_outputs.
+/// Every output the flags ask for, named by flag, for check_outputs.
 std::vector<NamedOutput> all_outputs(const PlanFlags& f) {
   std::vector<NamedOutput> out = {{"--csv", f.csv}, {"--json", f.json}};
+  if (f.trace_top + f.save_scenario_top > 0) {
+    out.push_back({"--trace-dir", f.trace_dir, OutputKind::kFolder});
+  }
   for (NamedOutput& o : ranked_outputs(f, static_cast<std::size_t>(f.trace_top),
                                        static_cast<std::size_t>(f.save_scenario_top))) {
     out.push_back(std::move(o));
@@ -138,7 +143,7 @@ void run(const PlanFlags& f) {
   std::optional<plan::Candidate> compared_candidate;
   if (f.compare_with) compared_candidate = plan::parse_configuration(request, *f.compare_with);
   // Checked before the search: a clash found after minutes of work would lose them.
-  check_distinct_outputs(all_outputs(f));
+  check_outputs(all_outputs(f));
   ProgressBar bar(std::cerr, !f.quiet && ProgressBar::stderr_is_terminal());
   plan::PlanOptions options{.threads = f.threads, .exhaustive = f.exhaustive};
   options.progress = [&bar](const plan::PlanProgress& p) { bar.update(p.phase, p.done, p.total); };

@@ -241,7 +241,7 @@ std::string sweep_command(const ProfileFlags& o) {
 
 void run(const ProfileFlags& o, const CLI::App& cmd) {
   check_sweep_flags(cmd, o.sweep);
-  check_distinct_outputs({{"--output", o.output}});
+  check_outputs({{"--output", o.output}});
   check_backend_built(o.backend);
 #if METRON_HAVE_CUDA
   if (o.backend == "cuda") {

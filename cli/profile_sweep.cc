@@ -238,7 +238,7 @@ void finish(const SweepOptions& o, const exec::CommBenchmark& b, const exec::Com
 }  // namespace
 
 void run_sweep(const SweepOptions& o) {
-  check_distinct_outputs({{"--output", o.output}});
+  check_outputs({{"--output", o.output}});
   exec::CommBenchmark b{.groups = {{0, 1}},
                         .warmup = o.warmup,
                         .repetitions = o.repetitions,

@@ -376,7 +376,13 @@ void check_payload_flags(const RunFlags& o) {
 }
 
 void run(const RunFlags& o) {
-  check_distinct_outputs({{"--json", o.json}, {"--trace", o.trace}});
+  const std::optional<ExternalRank> external = external_rank(std::getenv);
+  // Rank 0 writes the result and the merged trace (on its own machine, under another launcher);
+  // every rank may flush its own per-rank trace into --trace-dir.
+  const bool writes_results = !external || external->rank == 0;
+  check_outputs({{"--json", writes_results ? o.json : ""},
+                 {"--trace", writes_results ? o.trace : ""},
+                 {"--trace-dir", o.trace_dir, OutputKind::kFolder}});
   check_backend_built(o.backend);
   check_payload_flags(o);
   const Job job = job_of(o);
@@ -393,7 +399,7 @@ void run(const RunFlags& o) {
   }
   const exec::RunOptions options = run_options(o, job, 0);
 
-  if (const std::optional<ExternalRank> external = external_rank(std::getenv)) {
+  if (external) {
     if (external->world_size != ranks) {
       throw InvalidConfig(external->launcher + " started " + std::to_string(external->world_size) +
                           " processes; the graph has " + std::to_string(ranks) +

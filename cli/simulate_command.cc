@@ -78,8 +78,11 @@ std::vector<std::string> write_step_outputs(const SimulateOptions& o, std::vecto
 void run(const SimulateOptions& o) {
   // --trace-dir and --chakra are folders whose file names never meet (rank-N.json, metron.*):
   // they may be one folder.
-  check_distinct_outputs(
-      {{"--json", o.json}, {"--trace", o.trace}, {"--save-scenario", o.save_scenario}});
+  check_outputs({{"--json", o.json},
+                 {"--trace", o.trace},
+                 {"--save-scenario", o.save_scenario},
+                 {"--trace-dir", o.trace_dir, OutputKind::kFolder},
+                 {"--chakra", o.chakra, OutputKind::kFolder}});
   const scenario::Scenario scenario = scenario_of(o.scenario);
   // Validated before anything is written, so that a bad scenario leaves no file behind.
   scenario::validate(scenario);

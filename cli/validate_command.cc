@@ -13,6 +13,7 @@
 #include "metron/base/file_io.h"
 #include "metron/validation/published_case.h"
 #include "metron/validation/validation.h"
+#include "output_files.h"
 #include "progress_bar.h"
 
 namespace metron::cli {
@@ -130,6 +131,7 @@ bool selected(const PublishedCase& c, const std::vector<std::string>& only) {
 }
 
 void run_validate(const ValidateOptions& o) {
+  check_outputs({{"--json", o.json}});
   const std::vector<PublishedCase> from_file =
       o.cases_file.empty() ? std::vector<PublishedCase>{}
                            : validation::cases_from_json(read_file(o.cases_file), o.cases_file);

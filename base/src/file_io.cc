@@ -232,6 +232,17 @@ std::string identity(const Destination& d) {
 
 }  // namespace
 
+void check_writable(const std::string& path) {
+  const Destination d = resolve(path, {});
+  // Standard output and the descriptors this process holds are written through as they are.
+  if (d.kind == OutputKind::kStdout || is_descriptor_path(path)) return;
+  // The folder the temporary is created in, or the device or FIFO written directly.
+  fs::path where = d.kind == OutputKind::kDirect ? d.target : d.target.parent_path();
+  if (where.empty()) where = ".";
+  const int mode = d.kind == OutputKind::kDirect ? W_OK : W_OK | X_OK;
+  if (::access(where.c_str(), mode) != 0) fail_write(path, errno_text(errno));
+}
+
 std::string format_byte_count(std::size_t bytes) {
   constexpr std::array<const char*, 3> kUnits{"GiB", "MiB", "KiB"};
   for (std::size_t i = 0; i < kUnits.size(); ++i) {

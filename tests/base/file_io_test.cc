@@ -206,6 +206,43 @@ TEST_F(FileIo, ADirectoryGivenAsTheOutputIsRefused) {
   EXPECT_TRUE(fs::is_empty(dir_ / "folder"));
 }
 
+// check_writable says before a run what the write after it would say, and writes nothing.
+TEST_F(FileIo, CheckWritableRefusesWhatTheWriteWouldWithTheSameMessage) {
+  write_file_atomically(path("a.txt"), "a");
+  fs::create_directories(dir_ / "folder");
+  std::vector<std::string> bad = {path("missing/out.txt"), path("folder"), path("a.txt/x")};
+  if (::geteuid() != 0) {  // root writes into any folder
+    fs::create_directories(dir_ / "locked");
+    fs::permissions(dir_ / "locked", fs::perms::owner_read | fs::perms::owner_exec);
+    bad.push_back(path("locked/out.txt"));
+  }
+  for (const std::string& p : bad) {
+    SCOPED_TRACE(p);
+    std::string written;
+    try {
+      write_file_atomically(p, "x");
+      ADD_FAILURE() << "the write succeeded";
+    } catch (const IoError& e) {
+      written = e.what();
+    }
+    EXPECT_THAT([&] { check_writable(p); }, ThrowsMessage<IoError>(written));
+  }
+  if (fs::exists(dir_ / "locked")) fs::permissions(dir_ / "locked", fs::perms::owner_all);
+}
+
+TEST_F(FileIo, CheckWritableAcceptsWhatTheWriteAcceptsAndCreatesNothing) {
+  write_file_atomically(path("existing.txt"), "old");
+  fs::create_symlink(dir_ / "target-to-be", dir_ / "dangling");
+  const std::vector<std::string> before = names_in(dir_);
+  for (const std::string& p : {path("new.txt"), path("existing.txt"), path("dangling"),
+                               std::string("/dev/null"), std::string("-")}) {
+    SCOPED_TRACE(p);
+    EXPECT_NO_THROW(check_writable(p));
+  }
+  EXPECT_EQ(names_in(dir_), before);
+  EXPECT_EQ(read_file(path("existing.txt")), "old");
+}
+
 TEST_F(FileIo, AWriteErrorIsTheUsersError) {
   try {
     write_file_atomically(path("missing/out.txt"), "x");

@@ -153,6 +153,36 @@ const std::vector<BadInputCase>& cases() {
        2,
        {"missing/t.json"},
        {"r.json", "s.json"}},
+      // Outputs that cannot be written are refused before the work, not after it: a run of
+      // 1,000 iterations, a machine sweep and every published run would take minutes
+      // (kStartUpBound below), and a run that started prints its rank count.
+      {"run whose --json folder is missing",
+       "run --model {data}flags-small-model.json --hardware cpu-local --pp 2 -m 2 --iterations "
+       "1000 --json {dir}/missing/r.json",
+       2,
+       {"--json: cannot write '", "missing/r.json': No such file or directory"},
+       {"missing"}},
+      {"run whose --trace-dir is a file",
+       "run --model {data}flags-small-model.json --hardware cpu-local --pp 2 -m 2 --iterations "
+       "1000 --trace-dir {data}flags-small-model.json",
+       2,
+       {"--trace-dir: cannot create the folder '", "flags-small-model.json': Not a directory"},
+       {}},
+      {"profile --sweep into a missing folder",
+       "profile --sweep -o {dir}/missing/hw.json",
+       2,
+       {"--output: cannot write '", "missing/hw.json'"},
+       {"missing"}},
+      {"validate --json into a directory",
+       "validate --json {dir}",
+       2,
+       {"--json: cannot write '", "it is a directory; expected a file path"},
+       {}},
+      {"run --seed past 2^64",
+       "run --payload model --seed 99999999999999999999",
+       2,
+       {"--seed", "from 0 to 2^64 - 1", "'99999999999999999999'"},
+       {}},
       {"plan with an unwritable --json",
        "plan --model {data}flags-small-model.json --gpus 2 --global-batch 4 -q --csv {dir}/a.csv "
        "--json {dir}/missing/b.json",
@@ -195,6 +225,7 @@ TEST_F(Cli, HostileFlagsGetATypedErrorNamingThePlaceAndLeaveNoFile) {
     for (const std::string& part : c.message) EXPECT_THAT(r.err, HasSubstr(part));
     EXPECT_THAT(r.err, Not(HasSubstr("unexpected failure")));
     EXPECT_THAT(r.err, Not(HasSubstr("terminate called")));
+    EXPECT_THAT(r.err, Not(HasSubstr("metron run: ")));  // no run started
     // One line (plus a problem list at most): no 300-digit range, no stack trace.
     EXPECT_LT(r.err.size(), 1000U) << r.err;
     for (const std::string& file : c.absent) {

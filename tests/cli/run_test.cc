@@ -265,6 +265,12 @@ TEST_F(Cli, ALaunchersEnvironmentMustFitTheGraph) {
   EXPECT_EQ(garbled.code, 2);
   EXPECT_THAT(garbled.err,
               HasSubstr("environment variable SLURM_PROCID: expected a non-negative integer"));
+  const Outcome port = metron_with_env(
+      "RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=65535", "run " + kTwoRanks);
+  EXPECT_EQ(port.code, 2);
+  EXPECT_THAT(port.err, HasSubstr("environment variable MASTER_PORT: expected a port from 1 to "
+                                  "65534 (metron's store listens on MASTER_PORT + 1); got "
+                                  "'65535'"));
   const Outcome incomplete = metron_with_env("RANK=0 WORLD_SIZE=2", "run " + kTwoRanks);
   EXPECT_EQ(incomplete.code, 2);
   EXPECT_THAT(incomplete.err, HasSubstr("environment variable MASTER_ADDR: expected it set"));

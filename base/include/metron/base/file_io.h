@@ -39,6 +39,12 @@ std::string format_byte_count(std::size_t bytes);
 /// given as the output, a full device); IoError is the user's error (exit 2), see error.h.
 void write_file_atomically(const std::string& path, std::string_view content);
 
+/// Throws the IoError write_file_atomically(path, ...) would throw for a path it cannot write
+/// whatever the content (a directory, a missing or unwritable folder, a device that refuses
+/// writing), without writing or creating anything: for a command to check its outputs before
+/// minutes of work rather than after. A full disk shows only when writing.
+void check_writable(const std::string& path);
+
 /// One output of a run: where it goes and what it holds.
 struct OutputFile {
   std::string path;

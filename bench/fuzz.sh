@@ -25,7 +25,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 ALL_TARGETS=(rows_text rows_csv graph_json scenario_json model_json hardware_json
-  cost_profile_json stage_costs_json trace_json chakra_et cases_json)
+  cost_profile_json stage_costs_json trace_json result_json chakra_et cases_json)
 
 die() { printf 'fuzz.sh: error: %s\n' "$*" >&2; exit 2; }
 

@@ -109,7 +109,7 @@ TEST_F(Cli, CompareSetsAPredictionAgainstAMeasurement) {
   EXPECT_EQ(metron("check-trace " + path("both.json")).code, 0);
   const Outcome results = metron("compare " + path("pr.json") + " " + path("mr.json"));
   ASSERT_EQ(results.code, 0) << results.err;
-  EXPECT_THAT(results.out, AllOf(HasSubstr("iteration time"), HasSubstr("  compute_ms")));
+  EXPECT_THAT(results.out, AllOf(HasSubstr("iteration time"), HasSubstr("rank 1\n  compute  ")));
   const Outcome mixed = metron("compare " + path("p.json") + " " + path("mr.json"));
   EXPECT_EQ(mixed.code, 2);
   EXPECT_THAT(mixed.err, HasSubstr("one is a trace and one a result"));

@@ -25,7 +25,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 ALL_TARGETS=(rows_text rows_csv graph_json scenario_json model_json hardware_json
-  cost_profile_json stage_costs_json trace_json result_json chakra_et cases_json)
+  cost_profile_json stage_costs_json trace_json result_json chakra_et cases_json
+  configuration_text)
 
 die() { printf 'fuzz.sh: error: %s\n' "$*" >&2; exit 2; }
 
@@ -57,6 +58,7 @@ dict_of() {
   case "$1" in
     rows_*) echo "$ROOT/fuzz/dict/rows.dict" ;;
     chakra_*) echo "$ROOT/fuzz/dict/chakra.dict" ;;
+    configuration_*) echo "$ROOT/fuzz/dict/configuration.dict" ;;
     *) echo "$ROOT/fuzz/dict/json.dict" ;;
   esac
 }

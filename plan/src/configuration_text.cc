@@ -147,7 +147,39 @@ Named read_tokens(std::string_view text) {
   return n;
 }
 
+// The kernel options the configuration text takes where it names none: the request's first
+// allowed value, the scenario's default when the request lists none (Note [plan space]); the
+// overlap only with sequence parallelism.
+struct KernelDefaults {
+  models::AttentionKernel attention;
+  models::Fp8Recipe fp8;
+  bool tp_comm_overlap;
+};
+
+KernelDefaults kernel_defaults(const PlanRequest& request, bool sequence_parallel) {
+  const PlanSpace& space = request.space;
+  return {.attention =
+              space.attention.empty() ? models::AttentionKernel::kUnfused : space.attention.front(),
+          .fp8 = space.fp8.empty() ? models::Fp8Recipe::kOff : space.fp8.front(),
+          .tp_comm_overlap =
+              !space.tp_comm_overlap.empty() && space.tp_comm_overlap.front() && sequence_parallel};
+}
+
 }  // namespace
+
+std::string describe(const PlanRequest& request, const Candidate& c) {
+  // describe(c) names every option that differs from the scenario's default; what it leaves out
+  // is the default, which the request's first listed value may not be.
+  std::string out = describe(c);
+  const models::ParallelSpec& p = c.parallel;
+  const KernelDefaults taken = kernel_defaults(request, p.sp());
+  if (p.attention == models::AttentionKernel::kUnfused && taken.attention != p.attention) {
+    out += " attention=unfused";
+  }
+  if (p.fp8 == models::Fp8Recipe::kOff && taken.fp8 != p.fp8) out += " fp8=off";
+  if (!p.tp_comm_overlap && taken.tp_comm_overlap) out += " notpoverlap";
+  return out;
+}
 
 Candidate parse_configuration(const PlanRequest& request, std::string_view text) {
   const Named n = read_tokens(text);
@@ -168,16 +200,14 @@ Candidate parse_configuration(const PlanRequest& request, std::string_view text)
   p.global_batch = request.global_batch;
   const std::int64_t seq = request.seq_len > 0 ? request.seq_len : request.model.seq_len;
   p.seq_len = seq;
-  p.sequence_parallel = n.sp.value_or(p.tp > 1 && seq % (p.tp * p.cp) == 0);
+  // At tp 1 there is nothing to shard the sequence over: "sp" there is off, as Megatron turns it
+  // off (and as the search never pairs it with tp 1).
+  p.sequence_parallel = n.sp.value_or(seq % (p.tp * p.cp) == 0) && p.tp > 1;
   p.recompute = n.recompute.value_or(models::Recompute::kNone);
-  // Kernel options left out take the request's first allowed value, the scenario's default when
-  // the request lists none (Note [plan space]).
-  const PlanSpace& space = request.space;
-  p.attention = n.attention.value_or(space.attention.empty() ? models::AttentionKernel::kUnfused
-                                                             : space.attention.front());
-  p.fp8 = n.fp8.value_or(space.fp8.empty() ? models::Fp8Recipe::kOff : space.fp8.front());
-  p.tp_comm_overlap = n.tp_comm_overlap.value_or(!space.tp_comm_overlap.empty() &&
-                                                 space.tp_comm_overlap.front() && p.sp());
+  const KernelDefaults taken = kernel_defaults(request, p.sp());
+  p.attention = n.attention.value_or(taken.attention);
+  p.fp8 = n.fp8.value_or(taken.fp8);
+  p.tp_comm_overlap = n.tp_comm_overlap.value_or(taken.tp_comm_overlap);
   p.first_stage_layers = n.first;
   p.last_stage_layers = n.last;
   const std::int64_t model_stages =

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "metron/base/json_layout.h"
+#include "metron/plan/configuration_text.h"
 #include "metron/scenario/scenario.h"
 
 namespace metron::plan {
@@ -246,7 +247,7 @@ std::string ranked_table(const PlanRequest& request, const PlanResult& result) {
                     fmt::format("{:.2f}", c.iteration_time_s * 1e3), percent(c.mfu),
                     percent(c.bubble_fraction), percent(c.exposed_comm_fraction),
                     gigabytes(c.peak_memory_bytes) + "/" + gigabytes(c.memory_capacity_bytes),
-                    grouped(c.gpus), describe(c.candidate)});
+                    grouped(c.gpus), describe(request, c.candidate)});
   }
   return out + aligned(rows);
 }
@@ -282,7 +283,7 @@ std::string plan_json(const PlanRequest& request, const PlanResult& result,
       entry[std::string(field.name)] =
           std::visit(JsonCell{}, field.get(result.ranked[i], static_cast<std::int64_t>(i + 1)));
     }
-    entry["configuration"] = describe(result.ranked[i].candidate);
+    entry["configuration"] = describe(request, result.ranked[i].candidate);
     entry["scenario"] = Json::parse(to_json(result.ranked[i].scenario));
     ranked.push_back(std::move(entry));
   }
@@ -293,7 +294,7 @@ std::string plan_json(const PlanRequest& request, const PlanResult& result,
       entry[std::string(field.name)] = std::visit(JsonCell{}, field.get(compared->config, 0));
     }
     entry["rank"] = compared->rank ? Json(*compared->rank) : Json(nullptr);
-    entry["configuration"] = describe(compared->config.candidate);
+    entry["configuration"] = describe(request, compared->config.candidate);
     entry["problem"] = compared->problem;
     if (compared->problem.empty()) {
       entry["scenario"] = Json::parse(to_json(compared->config.scenario));

@@ -454,17 +454,23 @@ std::string describe(const Candidate& c) {
   if (p.cp > 1) out += fmt::format(" cp{}", p.cp);
   if (p.ep > 1) out += fmt::format(" ep{}", p.ep);
   out += fmt::format(" vp{} mbs{}", p.vp, p.microbatch_size);
-  if (p.first_stage_layers || p.last_stage_layers) {
-    out += fmt::format(" first{} last{}", p.first_stage_layers.value_or(0),
-                       p.last_stage_layers.value_or(0));
-  }
+  // Each as set: one alone leaves the rest to split evenly ("first0" would name a first stage of
+  // no layers).
+  if (p.first_stage_layers) out += fmt::format(" first{}", *p.first_stage_layers);
+  if (p.last_stage_layers) out += fmt::format(" last{}", *p.last_stage_layers);
   if (p.account_for_embedding_in_pipeline_split || p.account_for_loss_in_pipeline_split) {
     out += p.account_for_embedding_in_pipeline_split
                ? (p.account_for_loss_in_pipeline_split ? " account=embedding+loss"
                                                        : " account=embedding")
                : " account=loss";
   }
-  if (p.sp()) out += " sp";
+  // Said either way where tensor parallelism could shard the sequence: the configuration text
+  // takes sequence parallelism on at tp > 1 when it is not named (Note [configuration text]).
+  if (p.sp()) {
+    out += " sp";
+  } else if (p.tp > 1) {
+    out += " nosp";
+  }
   out += fmt::format(" {}", c.schedule);
   if (c.group_size) out += fmt::format(" N={}", *c.group_size);
   out += fmt::format(" {}", sync::to_string(c.policy));

@@ -18,6 +18,7 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 PlanRequest request(std::string_view model, std::int64_t gpus, std::int64_t global_batch,
                     std::int64_t seq) {
@@ -51,7 +52,15 @@ TEST(ConfigurationText, ReadsEveryFieldInAnyOrder) {
   EXPECT_EQ(c.parallel.vp, 3);
   EXPECT_EQ(c.parallel.microbatch_size, 2);
   EXPECT_TRUE(c.parallel.sequence_parallel);
-  EXPECT_FALSE(parse_configuration(r, "tp8 pp8 nosp").parallel.sequence_parallel);
+  // Without sequence parallelism at tp > 1 describe() says so: the text's default there is on
+  // (found by fuzzing: "pp8 tp4 nosp" read back with sequence parallelism).
+  const Candidate nosp = parse_configuration(r, "tp8 pp8 nosp");
+  EXPECT_FALSE(nosp.parallel.sequence_parallel);
+  EXPECT_THAT(describe(nosp), HasSubstr(" nosp "));
+  EXPECT_EQ(parse_configuration(r, describe(nosp)), nosp);
+  EXPECT_THAT(describe(parse_configuration(r, "tp1 pp8")), Not(HasSubstr("sp")));
+  // "sp" at tp 1 is off, as Megatron turns it off (found by fuzzing: it read back unset).
+  EXPECT_FALSE(parse_configuration(r, "pp2 sp").parallel.sequence_parallel);
   EXPECT_EQ(c.parallel.recompute, models::Recompute::kSelective);
   EXPECT_EQ(c.schedule, "interleaved-1f1b");
   EXPECT_EQ(c.group_size, 8);
@@ -101,6 +110,16 @@ TEST(ConfigurationText, ReadsTheKernelOptionsAndTakesTheRequestsFirstOtherwise) 
   EXPECT_EQ(listed.parallel.attention, models::AttentionKernel::kFused);
   EXPECT_EQ(listed.parallel.fp8, models::Fp8Recipe::kCurrent);
   EXPECT_TRUE(listed.parallel.tp_comm_overlap);
+  // The plan writes a configuration so that it reads back under its request: here the defaults
+  // that describe() leaves out are not what the text would take.
+  const Candidate defaults =
+      parse_configuration(r, "tp8 pp16 attention=unfused fp8=off notpoverlap interleaved-1f1b");
+  EXPECT_NE(parse_configuration(r, describe(defaults)), defaults);
+  EXPECT_THAT(describe(r, defaults), AllOf(HasSubstr(" attention=unfused"), HasSubstr(" fp8=off"),
+                                           HasSubstr(" notpoverlap")));
+  EXPECT_EQ(parse_configuration(r, describe(r, defaults)), defaults);
+  EXPECT_EQ(parse_configuration(r, describe(r, listed)), listed);
+  EXPECT_EQ(describe(r, listed), describe(listed));  // its values are named already
   // The overlap needs sequence parallelism: without it the planner's choice is off, and naming
   // it is refused as the models refuse it.
   EXPECT_FALSE(parse_configuration(r, "tp8 pp16 nosp").parallel.tp_comm_overlap);
@@ -120,6 +139,12 @@ TEST(ConfigurationText, SplitsLayersAsTheSearchDoesWhereTheyDoNotDivide) {
   const Candidate named = parse_configuration(r, "tp8 pp16 dp128 first6 last8");
   EXPECT_EQ(named.parallel.first_stage_layers, 6);
   EXPECT_EQ(named.parallel.last_stage_layers, 8);
+  // One named alone stays alone, written and read back so (found by fuzzing: "last4" was written
+  // "first0 last4", a first stage of no layers).
+  const Candidate last = parse_configuration(request("gpt3-175b", 1024, 1536, 2048), "pp2 last4");
+  EXPECT_EQ(last.parallel.first_stage_layers, std::nullopt);
+  EXPECT_THAT(describe(last), AllOf(HasSubstr(" last4"), Not(HasSubstr("first"))));
+  EXPECT_EQ(parse_configuration(request("gpt3-175b", 1024, 1536, 2048), describe(last)), last);
   // Interleaved on 4 chunks: no whole-chunk edge counts, so the accounted split, which describe
   // writes and reads back.
   const Candidate interleaved = parse_configuration(r, "tp8 pp16 dp128 vp4");

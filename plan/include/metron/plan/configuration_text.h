@@ -14,7 +14,8 @@
 //   value (the overlap only where sequence parallelism is on), else unfused, off, off; schedule
 //   1f1b (interleaved-1f1b when vp > 1 is named); megatron-distopt; and where the layers do not
 //   divide over pp·vp, the search's uneven split (split_unevenly). The global batch and
-//   sequence are the request's. describe() writes this form.
+//   sequence are the request's. describe() writes this form (nosp too, at tp > 1), and
+//   describe(request, c) what reads back as c under that request.
 
 #include <string_view>
 
@@ -32,5 +33,11 @@ namespace metron::plan {
 ///   // c.parallel.first_stage_layers == 7 for Llama 3 405B's 126 layers
 /// @endcode
 Candidate parse_configuration(const PlanRequest& request, std::string_view text);
+
+/// describe(c), plus the kernel options that text would take otherwise under `request` (the
+/// request's first listed value, where c has the scenario's default that describe() leaves out),
+/// so that parse_configuration(request, describe(request, c)) == c: the words the plan's table
+/// and JSON print, which --compare-with reads back.
+std::string describe(const PlanRequest& request, const Candidate& c);
 
 }  // namespace metron::plan

@@ -1,6 +1,9 @@
 #include "integer_flags.h"
 
+#include <fmt/format.h>
+
 #include <charconv>
+#include <cmath>
 #include <string>
 #include <system_error>
 
@@ -19,6 +22,20 @@ CLI::Validator integer_in(std::int64_t least, std::int64_t most) {
         const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
         const bool ok = !text.empty() && error == std::errc() && end == text.data() + text.size() &&
                         n >= least && n <= most;
+        return ok ? std::string() : "expected " + expected + ", got '" + text + "'";
+      },
+      "");
+}
+
+CLI::Validator number_in(double least, double most) {
+  const std::string expected = fmt::format("a number from {:g} to {:g}", least, most);
+  return CLI::Validator(
+      [least, most, expected](const std::string& text) {
+        double x = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), x);
+        // from_chars reads "nan" and "inf" too: the range test refuses them (NaN compares false).
+        const bool ok = !text.empty() && error == std::errc() && end == text.data() + text.size() &&
+                        std::isfinite(x) && x >= least && x <= most;
         return ok ? std::string() : "expected " + expected + ", got '" + text + "'";
       },
       "");
@@ -44,6 +61,9 @@ void check_integer_options(CLI::App& cmd) {
       option->check(integer_in(std::numeric_limits<std::int64_t>::min()));
     } else if (option->get_type_name() == "UINT") {
       option->check(unsigned_integer());
+    } else if (option->get_type_name() == "FLOAT") {
+      option->check(
+          number_in(-std::numeric_limits<double>::max(), std::numeric_limits<double>::max()));
     }
   }
   for (CLI::App* group :

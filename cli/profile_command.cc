@@ -297,12 +297,12 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds without progress after which the measurement fails, naming what each\n"
                   "rank waits for")
-      ->check(CLI::Range(0.1, 86400.0))
+      ->check(number_in(0.1, 86400))
       ->capture_default_str();
   // How long the slow-down and the sweep's grid take, for quick runs (tests).
   cmd->add_option("--slowdown-seconds", o->slowdown_seconds,
                   "time the compute at least this long alone and again while communicating")
-      ->check(CLI::Range(0.0, 3600.0))
+      ->check(number_in(0, 3600))
       ->capture_default_str()
       ->group("Measurement size (advanced)");
   cmd->add_option("--sweep-gemm-max", o->grid.gemm_max, "n of the largest square GEMM")

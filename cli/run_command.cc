@@ -528,7 +528,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--timeout", o->timeout_s,
                   "seconds without progress after which the run fails, naming what each rank\n"
                   "waits for")
-      ->check(CLI::Range(0.1, 86400.0))
+      ->check(number_in(0.1, 86400))
       ->capture_default_str();
   cmd->add_option("--nproc", o->nproc, "processes to start; must equal the graph's ranks")
       ->check(integer_in(1, kMaxLocalRanks));

@@ -178,6 +178,18 @@ const std::vector<BadInputCase>& cases() {
        2,
        {"--json: cannot write '", "it is a directory; expected a file path"},
        {}},
+      // CLI11's own range check lets "nan" through: the run started, and failed only at the
+      // launch ("negative timeout"); the profile measured with nan seconds.
+      {"run --timeout nan",
+       "run --timeout nan --iterations 1000",
+       2,
+       {"--timeout", "expected a number from 0.1 to 86400", "'nan'"},
+       {}},
+      {"profile --slowdown-seconds inf",
+       "profile --slowdown-seconds inf -o {dir}/p.json",
+       2,
+       {"--slowdown-seconds", "expected a number from 0 to 3600", "'inf'"},
+       {"p.json"}},
       {"run --seed past 2^64",
        "run --payload model --seed 99999999999999999999",
        2,

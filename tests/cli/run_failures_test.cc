@@ -219,10 +219,11 @@ TEST_P(RunFailures, EndsTheRunWithItsExitCodeAndAMessageAndLeavesNothingBehind) 
 
   std::vector<pid_t> workers;
   if (c.action != Action::kNone) {
-    // Both rank processes exist and compute: the run is in its iterations.
+    // Both rank processes exist and compute: the run is in its iterations (half a second of CPU
+    // each, well past connecting and preparing the tensors, even under the sanitizers).
     while (std::chrono::steady_clock::now() < deadline) {
       workers = children_of(pid);
-      if (workers.size() == 2 && cpu_ticks(workers[0]) > 20 && cpu_ticks(workers[1]) > 20) break;
+      if (workers.size() == 2 && cpu_ticks(workers[0]) > 50 && cpu_ticks(workers[1]) > 50) break;
       std::this_thread::sleep_for(50ms);
     }
     ASSERT_EQ(workers.size(), 2U) << read_file(path("stderr"));

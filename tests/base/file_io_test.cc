@@ -16,6 +16,7 @@
 
 #include "metron/base/error.h"
 #include "metron/base/temporary_file_guard.h"
+#include "support/child_process.h"
 
 namespace metron {
 namespace {
@@ -301,18 +302,7 @@ TEST_F(FileIo, SeveralOutputsAreAllWritten) {
 
 // ---- temporaries removed on SIGINT / SIGTERM (Note [temporaries on signals]) ----------------
 
-/// Runs `body` in a child process and returns its wait status.
-template <class Body>
-int status_of_child(Body body) {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    body();
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  return status;
-}
+using testing::status_of_child;
 
 void expect_signal_removes_temporary(const fs::path& dir, int signal_number) {
   const std::string temp = (dir / ".out.txt.tmp.1.0").string();

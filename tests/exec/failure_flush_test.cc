@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "metron/base/file_io.h"
+#include "support/child_process.h"
 
 namespace metron::exec {
 namespace {
@@ -36,18 +37,7 @@ struct ScratchFile {
   ScratchFile& operator=(ScratchFile&&) = delete;
 };
 
-/// Runs `body` in a child process; returns its exit status as waitpid gives it.
-template <class F>
-int in_child(F body) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    body();
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return status;
-}
+using testing::status_of_child;
 
 /// A flush that takes `takes` and then writes how many iterations it was handed.
 detail::FailureFlush::Flush slow_writer(const std::string& path, std::chrono::milliseconds takes) {
@@ -61,7 +51,7 @@ std::vector<RankIteration> three_iterations() { return std::vector<RankIteration
 
 TEST(FailureFlush, ARanksOwnFailureFlushesOnItsThread) {
   const ScratchFile file;
-  const int status = in_child([&] {
+  const int status = status_of_child([&] {
     detail::FailureFlush flush(three_iterations, slow_writer(file.path, 0ms));
     flush.flush_now();
     flush.flush_now();  // once only: a second call neither writes again nor fails
@@ -73,7 +63,7 @@ TEST(FailureFlush, ARanksOwnFailureFlushesOnItsThread) {
 
 TEST(FailureFlush, SigtermFlushesAndExitsAsTheSignalWould) {
   const ScratchFile file;
-  const int status = in_child([&] {
+  const int status = status_of_child([&] {
     const detail::FailureFlush flush(three_iterations, slow_writer(file.path, 0ms));
     ::kill(::getpid(), SIGTERM);
     std::this_thread::sleep_for(10s);  // the flush thread ends the process first
@@ -87,7 +77,7 @@ TEST(FailureFlush, SigtermFlushesAndExitsAsTheSignalWould) {
 // for another rank's death, sends SIGTERM: the process ends only after the file is written.
 TEST(FailureFlush, SigtermDuringARanksOwnFlushWaitsForItBeforeExiting) {
   const ScratchFile file;
-  const int status = in_child([&] {
+  const int status = status_of_child([&] {
     detail::FailureFlush flush(three_iterations, slow_writer(file.path, 300ms));
     std::thread failing([&] { flush.flush_now(); });
     std::this_thread::sleep_for(50ms);  // the flush sleeps in its writer now

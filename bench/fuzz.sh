@@ -14,7 +14,10 @@
 #   METRON_FUZZ_MAX_LEN    largest input libFuzzer makes, bytes (default 65536)
 #   METRON_FUZZ_RUNS       stop a target after this many executions if it gets there before
 #                          SECONDS_PER_TARGET (default: no limit); e.g. 10000000 for the goal of
-#                          10 million executions per target without a crash
+#                          10 million executions per target without a crash (one process only:
+#                          libFuzzer's fork mode stops by time)
+#   METRON_FUZZ_FORKS      fuzz each target with this many processes at once (libFuzzer's
+#                          -fork=N, sharing one corpus; default 1): every core on one target
 #
 # Each run works in <build>/fuzz-run/<target>/ (corpus/ grows there, never in the repository);
 # crashing inputs land in <build>/fuzz-run/<target>/artifacts/. fuzz/README.md says how to
@@ -44,6 +47,9 @@ jobs="${METRON_FUZZ_JOBS:-$(nproc)}"
 max_len="${METRON_FUZZ_MAX_LEN:-65536}"
 runs="${METRON_FUZZ_RUNS:--1}"
 [[ "$runs" =~ ^-?[0-9]+$ ]] || die "METRON_FUZZ_RUNS must be an integer, got \"$runs\""
+forks="${METRON_FUZZ_FORKS:-1}"
+[[ "$forks" =~ ^[0-9]+$ && "$forks" -gt 0 ]] ||
+  die "METRON_FUZZ_FORKS must be a positive integer, got \"$forks\""
 command -v clang++-14 >/dev/null || die "clang++-14 not found (Debian: clang-14 libclang-rt-14-dev)"
 
 start=$SECONDS
@@ -63,8 +69,20 @@ dict_of() {
   esac
 }
 
-# stat NAME LOG: the last value libFuzzer printed for stat::NAME (its -print_final_stats=1 lines).
-stat() { sed -n "s/^stat::$1: *\([0-9]*\).*/\1/p" "$2" | tail -n 1; }
+# stat NAME LOG: the last value libFuzzer printed for stat::NAME (its -print_final_stats=1 lines);
+# in fork mode, which prints none, the executions and exec/s of its last "#N: ..." line.
+stat() {
+  if ((forks > 1)); then
+    case "$1" in
+      number_of_executed_units) sed -n 's/^#\([0-9]*\): .*/\1/p' "$2" | tail -n 1 ;;
+      average_exec_per_sec) sed -n 's/^#[0-9]*: .* exec\/s \([0-9]*\).*/\1/p' "$2" | tail -n 1 ;;
+    esac
+    return
+  fi
+  sed -n "s/^stat::$1: *\([0-9]*\).*/\1/p" "$2" | tail -n 1
+}
+fork_flags=()
+((forks > 1)) && fork_flags=(-fork="$forks")
 
 failed=0
 rows=()
@@ -86,8 +104,8 @@ for t in "${targets[@]}"; do
   rc=0
   ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" \
     UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}" \
-    "$build_dir/fuzz/fuzz_$t" -max_total_time="$seconds" -runs="$runs" -max_len="$max_len" \
-    -rss_limit_mb=2048 -timeout=20 -dict="$(dict_of "$t")" -print_final_stats=1 \
+    "$build_dir/fuzz/fuzz_$t" "${fork_flags[@]}" -max_total_time="$seconds" -runs="$runs" \
+    -max_len="$max_len" -rss_limit_mb=2048 -timeout=20 -dict="$(dict_of "$t")" -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" "$work/corpus" >"$log" 2>&1 || rc=$?
   execs="$(stat number_of_executed_units "$log")"
   per_sec="$(stat average_exec_per_sec "$log")"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ThreadSanitizer over metron's threads, into build/tsan: exits non-zero on any report.
 #
-#   bench/tsan.sh            build (2 jobs) and run all three parts
+#   bench/tsan.sh            build (2 jobs) and run both parts
 #   bench/tsan.sh plan       only the planner
 #   bench/tsan.sh exec       only the executor
 #

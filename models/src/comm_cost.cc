@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "metron/base/error.h"
+#include "nccl_protocols.h"
 #include "spec_checks.h"
 
 namespace metron::models {
@@ -123,42 +124,39 @@ struct PhaseMaker {
   }
 };
 
-// Note [collective costs], hierarchical part, for r > 1 ranks on each of N > 1 nodes. A group
-// whose ranks do not split evenly over its nodes (group_placement() never makes one) is priced
-// as if every node held ranks_per_node(), rounded down: the ranks beyond that are ignored, a
-// bounded underestimate rather than an error. Phase byte counts are whole bytes, rounded down
-// like the per-rank shards they stand for.
-std::vector<CommPhase> hierarchical_phases(const PhaseMaker& phase, CommOp op, std::int64_t bytes,
-                                           GroupPlacement group) {
+// Note [collective costs], multi-node part without NCCL's protocol model (no
+// inter_node.nccl_host_cpu), for r > 1 ranks on each of N > 1 nodes, the ring's rate B given. A
+// group whose ranks do not split evenly over its nodes (group_placement() never makes one) is
+// priced as if every node held ranks_per_node(), rounded down: the ranks beyond that are
+// ignored, a bounded underestimate rather than an error.
+double multi_node_ring_time(CommOp op, double bytes, GroupPlacement group, const Link& intra,
+                            const Link& inter, double rate) {
+  const double r = double(group.ranks_per_node());
+  const double nodes = double(group.nodes);
+  const double n = r * nodes;
+  const double passes = op == CommOp::kAllReduce ? 2 : 1;
+  const double steps = passes * (n - 1);
+  const double inter_steps = passes * (nodes - 1);
+  const double latency = (steps - inter_steps) * intra.latency + inter_steps * inter.latency;
+  const bool chain = op == CommOp::kBroadcast || op == CommOp::kReduce;
+  return latency + (chain ? 1 : passes * (n - 1) / n) * bytes / rate;
+}
+
+double multi_node_tree_all_reduce_time(double bytes, GroupPlacement group, const Link& intra,
+                                       const Link& inter, double rate) {
+  const double r = double(group.ranks_per_node());
+  return 2 * ((r - 1) * intra.latency + ceil_log2(group.nodes) * inter.latency) + 2 * bytes / rate;
+}
+
+// All-to-all is no ring in NCCL (each rank sends to each peer): each rank sends S/n to each of
+// its n peers. Inside: an all-to-all of r ranks sending r·S/n each moves (r−1)/r · r·S/n =
+// (r−1)/n · S over the intra link. Across: an all-to-all of N "nodes" of S moves (N−1)/N · S =
+// (n−r)/n · S (as n = r·N) over the NICs, with one latency per peer node.
+std::vector<CommPhase> all_to_all_phases(const PhaseMaker& phase, std::int64_t bytes,
+                                         GroupPlacement group) {
   const std::int64_t r = group.ranks_per_node();
-  const std::int64_t n_nodes = group.nodes;
-  const std::int64_t shard = bytes / r;
-  switch (op) {
-    case CommOp::kAllReduce:
-      return {phase(CommOp::kReduceScatter, bytes, r, false),
-              phase(CommOp::kAllReduce, shard, n_nodes, true),
-              phase(CommOp::kAllGather, bytes, r, false)};
-    case CommOp::kReduceScatter:
-      return {phase(CommOp::kReduceScatter, bytes, r, false),
-              phase(CommOp::kReduceScatter, shard, n_nodes, true)};
-    case CommOp::kAllGather:
-      return {phase(CommOp::kAllGather, shard, n_nodes, true),
-              phase(CommOp::kAllGather, bytes, r, false)};
-    case CommOp::kBroadcast:
-      return {phase(CommOp::kBroadcast, bytes, n_nodes, true),
-              phase(CommOp::kBroadcast, bytes, r, false)};
-    case CommOp::kReduce:
-      return {phase(CommOp::kReduce, bytes, r, false),
-              phase(CommOp::kReduce, bytes, n_nodes, true)};
-    case CommOp::kAllToAll:
-      // Each rank sends S/n to each of its n peers. Inside: an all-to-all of r ranks sending
-      // r·S/n each moves (r−1)/r · r·S/n = (r−1)/n · S over the intra link. Across: an
-      // all-to-all of N "nodes" of S moves (N−1)/N · S = (n−r)/n · S (as n = r·N) over the
-      // NICs, with one latency per peer node.
-      return {phase(CommOp::kAllToAll, bytes * r / group.ranks, r, false),
-              phase(CommOp::kAllToAll, bytes, n_nodes, true)};
-  }
-  return {};
+  return {phase(CommOp::kAllToAll, bytes * r / group.ranks, r, false),
+          phase(CommOp::kAllToAll, bytes, group.nodes, true)};
 }
 
 }  // namespace
@@ -213,8 +211,32 @@ std::vector<CommPhase> CommModel::phases(CommOp op, std::int64_t bytes,
 
   const PhaseMaker phase{intra_node(), inter_node(), algorithm_};
   if (group.nodes == 1) return {phase(op, bytes, group.ranks, false)};
-  if (group.ranks_per_node() == 1) return {phase(op, bytes, group.nodes, true)};
-  return hierarchical_phases(phase, op, bytes, group);
+  const std::string& host_cpu = hardware_.inter_node.nccl_host_cpu;
+  const std::int64_t r = group.ranks_per_node();
+  if (op == CommOp::kAllToAll) {
+    if (r == 1) return {phase(op, bytes, group.nodes, true)};
+    return all_to_all_phases(phase, bytes, group);
+  }
+  if (host_cpu.empty() && r == 1) return {phase(op, bytes, group.nodes, true)};
+  // One ring (or, for an all-reduce, a tree) through every rank (Note [collective costs]).
+  const double size = double(bytes);
+  const double rate =
+      r == 1 ? phase.inter.bandwidth_at(size)
+             : std::min(phase.intra.bandwidth_at(size), double(r) * phase.inter.bandwidth_at(size));
+  const detail::NcclGroup nccl{
+      .ranks_per_node = r, .nodes = group.nodes, .rate = rate, .amd_host = host_cpu == "amd"};
+  const double ring = host_cpu.empty()
+                          ? multi_node_ring_time(op, size, group, phase.intra, phase.inter, rate)
+                          : detail::nccl_ring_time(op, size, nccl);
+  double seconds = ring;
+  if (op == CommOp::kAllReduce && algorithm_ != CommAlgorithm::kRing) {
+    const double tree = host_cpu.empty() ? multi_node_tree_all_reduce_time(size, group, phase.intra,
+                                                                           phase.inter, rate)
+                                         : detail::nccl_tree_all_reduce_time(size, nccl);
+    seconds = algorithm_ == CommAlgorithm::kTree ? tree : std::min(ring, tree);
+  }
+  return {
+      {.op = op, .bytes = bytes, .ranks = r * group.nodes, .inter_node = true, .seconds = seconds}};
 }
 
 double CommModel::collective_time(CommOp op, std::int64_t bytes, GroupPlacement group) const {

@@ -21,8 +21,8 @@ namespace {
 // {0, 3} sits in node 0 but {6, 9} spans nodes 0 and 1. A collective runs at the pace of its
 // slowest member group, so `nodes` is the most nodes any group of the kind touches (the groups
 // that exist: `blocks` bounds m). ranks_per_node() then rounds ranks / nodes down, which makes
-// the comm model move more of the data over the inter-node link: the slowest link decides the
-// time of a hierarchical collective anyway, so the rounding errs on the slow side.
+// the comm model count fewer NICs per node for the ring across nodes, so the rounding errs on the
+// slow side.
 GroupPlacement place(std::int64_t size, std::int64_t stride, std::int64_t gpus_per_node,
                      std::optional<std::int64_t> blocks) {
   // Members at least a node apart never share one.

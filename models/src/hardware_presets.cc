@@ -191,38 +191,47 @@ HardwareSpec dgx_a100() {
                          .size_efficiency = a100_node_all_reduce_sweep()},
           // DGX A100: 8x single-port ConnectX-6 HDR InfiniBand 200 Gb/s, one per GPU (25 GB/s);
           // 192 GB/s multi-node busbw per node (NCCL engineer, NVIDIA/nccl#812).
-          .inter_node = {.bandwidth = 24e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
+          // Host: 2x AMD EPYC 7742 (DGX A100 System Architecture whitepaper), which NCCL's tuner
+          // charges 2 us per network post.
+          .inter_node = {.bandwidth = 24e9,
+                         .latency = kInfinibandLatency,
+                         .topology = "fat-tree",
+                         .nccl_host_cpu = "amd"}};
 }
 
 // NVIDIA DGX H100 User Guide / DGX SuperPOD reference architecture and the NVIDIA H100 Tensor Core
 // GPU datasheet (H100 SXM column).
 HardwareSpec dgx_h100() {
-  return {
-      .name = "dgx-h100",
-      .gpu = {.name = "H100-SXM5-80GB",
-              .peak_flops = {{Precision::kBf16, 989.4e12},   // BF16 Tensor Core, dense
-                             {Precision::kFp16, 989.4e12},   // FP16 Tensor Core, dense
-                             {Precision::kFp32, 66.9e12},    // FP32 (non-tensor)
-                             {Precision::kFp8, 1978.9e12}},  // FP8 Tensor Core, dense
-              .hbm_bandwidth = 3.35e12,                      // HBM3, 3.35 TB/s
-              .hbm_capacity = 80'000'000'000,                // "80GB"
-              .sm_count = 132,  // NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)
-              .gemm_efficiency = kH100GemmEfficiency,
-              .memory_efficiency = kHbmStreamEfficiency,
-              .fp8_gemm_efficiency = kH100Fp8GemmEfficiency,
-              .gemm_tile_overhead = kH100GemmTileOverhead,
-              .kernel_floor = kH100KernelFloor,
-              .gemm_floor = kH100GemmFloor,
-              .fused_attention = h100_cudnn_fused_attention()},
-      .gpus_per_node = 8,  // DGX H100: 8 GPUs
-      // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU, 450 one way; NCCL's
-      // ring reaches 370 (see the top of this file).
-      .intra_node = {.bandwidth = 370e9,
-                     .latency = kNvlinkLatency,
-                     .size_efficiency = nvlink4_node_all_reduce_sweep()},
-      // DGX H100: 8x ConnectX-7 400 Gb/s (InfiniBand NDR), one per GPU (50 GB/s); 380 GB/s
-      // multi-node busbw per node (GTC24 S62129), 46-48 GB/s per NIC (NVIDIA/nccl-tests#290).
-      .inter_node = {.bandwidth = 47.5e9, .latency = kInfinibandLatency, .topology = "fat-tree"}};
+  return {.name = "dgx-h100",
+          .gpu = {.name = "H100-SXM5-80GB",
+                  .peak_flops = {{Precision::kBf16, 989.4e12},   // BF16 Tensor Core, dense
+                                 {Precision::kFp16, 989.4e12},   // FP16 Tensor Core, dense
+                                 {Precision::kFp32, 66.9e12},    // FP32 (non-tensor)
+                                 {Precision::kFp8, 1978.9e12}},  // FP8 Tensor Core, dense
+                  .hbm_bandwidth = 3.35e12,                      // HBM3, 3.35 TB/s
+                  .hbm_capacity = 80'000'000'000,                // "80GB"
+                  .sm_count = 132,  // NVIDIA H100 Tensor Core GPU Architecture whitepaper (SXM5)
+                  .gemm_efficiency = kH100GemmEfficiency,
+                  .memory_efficiency = kHbmStreamEfficiency,
+                  .fp8_gemm_efficiency = kH100Fp8GemmEfficiency,
+                  .gemm_tile_overhead = kH100GemmTileOverhead,
+                  .kernel_floor = kH100KernelFloor,
+                  .gemm_floor = kH100GemmFloor,
+                  .fused_attention = h100_cudnn_fused_attention()},
+          .gpus_per_node = 8,  // DGX H100: 8 GPUs
+          // Fourth-generation NVLink: 900 GB/s total (bidirectional) per GPU, 450 one way; NCCL's
+          // ring reaches 370 (see the top of this file).
+          .intra_node = {.bandwidth = 370e9,
+                         .latency = kNvlinkLatency,
+                         .size_efficiency = nvlink4_node_all_reduce_sweep()},
+          // DGX H100: 8x ConnectX-7 400 Gb/s (InfiniBand NDR), one per GPU (50 GB/s); 380 GB/s
+          // multi-node busbw per node (GTC24 S62129), 46-48 GB/s per NIC (NVIDIA/nccl-tests#290).
+          // Host: 2x Intel Xeon Platinum 8480C (DGX H100 User Guide), 1 us per network post to
+          // NCCL's tuner.
+          .inter_node = {.bandwidth = 47.5e9,
+                         .latency = kInfinibandLatency,
+                         .topology = "fat-tree",
+                         .nccl_host_cpu = "intel"}};
 }
 
 // NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the H100 SXM's compute (the same

@@ -138,6 +138,11 @@ std::vector<std::string> find_problems(const HardwareSpec& spec) {
   if (spec.inter_node.topology.empty()) {
     problems.push_back("inter_node.topology: expected a non-empty name, got \"\"");
   }
+  if (const std::string& cpu = spec.inter_node.nccl_host_cpu;
+      !cpu.empty() && cpu != "intel" && cpu != "amd") {
+    problems.push_back("inter_node.nccl_host_cpu: expected \"intel\" or \"amd\", got \"" + cpu +
+                       "\"");
+  }
   check_positive(problems, "hardware_queues", spec.hardware_queues);
   check_non_negative(problems, "compute_slowdown_during_comm", spec.compute_slowdown_during_comm);
   check_non_negative(problems, "comm_slowdown_during_compute", spec.comm_slowdown_during_compute);
@@ -253,6 +258,9 @@ InterNodeNetwork read_inter_node(const Json& v, const std::string& path, Diagnos
   network.bandwidth = read_positive_number(in.required("bandwidth"), in.path_of("bandwidth"));
   network.latency = read_non_negative_number(in.required("latency"), in.path_of("latency"));
   network.topology = read_string(in.required("topology"), in.path_of("topology"));
+  if (const Json* cpu = in.find("nccl_host_cpu")) {
+    network.nccl_host_cpu = read_string(*cpu, in.path_of("nccl_host_cpu"));
+  }
   if (const Json* curve = in.find("size_efficiency")) {
     network.size_efficiency =
         read_size_efficiency(*curve, in.path_of("size_efficiency"), diagnostics);
@@ -348,6 +356,8 @@ std::string to_json(const HardwareSpec& spec) {
   if (const auto& c = spec.inter_node.size_efficiency) {
     inter["size_efficiency"] = {{"bytes", c->bytes}, {"fraction", c->fraction}};
   }
+  if (!spec.inter_node.nccl_host_cpu.empty())
+    inter["nccl_host_cpu"] = spec.inter_node.nccl_host_cpu;
   const Json out = {{"name", spec.name},
                     {"gpu", gpu},
                     {"gpus_per_node", spec.gpus_per_node},

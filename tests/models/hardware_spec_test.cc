@@ -14,6 +14,7 @@ namespace metron::models {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::ThrowsMessage;
 using ::testing::UnorderedElementsAre;
 
@@ -133,6 +134,8 @@ TEST(ValidateHardware, RejectsEachOutOfRangeField) {
                  where + "inter_node.latency: expected a number >= 0, got nan");
   expect_invalid(with([](HardwareSpec& s) { s.inter_node.topology = ""; }),
                  where + "inter_node.topology: expected a non-empty name, got \"\"");
+  expect_invalid(with([](HardwareSpec& s) { s.inter_node.nccl_host_cpu = "arm"; }),
+                 where + "inter_node.nccl_host_cpu: expected \"intel\" or \"amd\", got \"arm\"");
   expect_invalid(with([](HardwareSpec& s) { s.hardware_queues = 0; }),
                  where + "hardware_queues: expected a positive integer, got 0");
   expect_invalid(with([](HardwareSpec& s) { s.compute_slowdown_during_comm = -0.5; }),
@@ -185,9 +188,20 @@ TEST(HardwareJson, RoundTripsEveryField) {
   spec.gpu.kernel_floor = 3.4e-6;
   spec.gpu.gemm_floor = 6.2e-6;
   spec.intra_node.latency = 1.3e-6;
+  spec.inter_node.nccl_host_cpu = "amd";
   spec.hardware_queues = 32;
   spec.compute_slowdown_during_comm = 0.1;
   EXPECT_EQ(hardware_from_json(to_json(spec)), spec);
+}
+
+TEST(HardwareJson, NamesTheHostCpuOnlyWhenGiven) {
+  HardwareSpec spec = small();
+  spec.inter_node.nccl_host_cpu = "intel";
+  EXPECT_THAT(to_json(spec), HasSubstr(R"("topology":"ring","nccl_host_cpu":"intel"})"));
+  EXPECT_THAT(to_json(small()), Not(HasSubstr("nccl_host_cpu")));
+  // The DGX presets name their hosts: AMD EPYC in the DGX A100, Intel Xeon in the DGX H100.
+  EXPECT_EQ(hardware_preset("dgx-a100").inter_node.nccl_host_cpu, "amd");
+  EXPECT_EQ(hardware_preset("dgx-h100").inter_node.nccl_host_cpu, "intel");
 }
 
 TEST(HardwareJson, RoundTripsAFusedAttentionTable) {

@@ -8,7 +8,7 @@
 //
 //   One level, n ranks, link (α latency, β bandwidth per GPU one way, at the collective's size S
 //   when the fabric has a measured size_efficiency: NCCL reaches its plateau only on large
-//   messages; a hierarchical phase looks up its own S):
+//   messages):
 //     ring  all-reduce      2(n−1)·α + 2(n−1)/n · S/β
 //           reduce-scatter   (n−1)·α +  (n−1)/n · S/β     (all-gather alike)
 //           broadcast/reduce (n−1)·α +            S/β     (pipelined chain)
@@ -21,15 +21,44 @@
 //           fastest.
 //     p2p   α + S/β(S); 0 for S = 0 on any level; any op on one rank costs 0.
 //
-//   Hierarchical, a group of n = r·N ranks on N > 1 nodes with r per node (group_placement.h):
-//     all-reduce      reduce-scatter inside nodes (r, S) + all-reduce across (N, S/r)
-//                     + all-gather inside nodes (r, S)
-//     reduce-scatter  reduce-scatter inside (r, S) + reduce-scatter across (N, S/r)
-//     all-gather      all-gather across (N, S/r) + all-gather inside (r, S)
-//     broadcast       across (N, S) + inside (r, S);  reduce: inside, then across
-//     all-to-all      the intra-node share (r−1)/n·S inside + the (n−r)/n·S leaving the node
-//                     across, as two phases
-//   with r = 1 only the across phase remains. The total is the sum of the phases.
+//   Several nodes, a group of n = r·N ranks on N > 1 nodes with r per node (group_placement.h),
+//   as NCCL runs it: one flat ring through all n ranks, pipelined, not a sequence of per-level
+//   collectives. Its latency counts every step at the latency of the link it crosses, as NCCL's
+//   tuner does (src/graph/tuning.cc, ncclTopoTuneModel: (nsteps − nInterSteps)·intraLat +
+//   nInterSteps·interLat, nInterSteps = 2(N−1) for all-reduce and N−1 otherwise). Its rate is
+//   the slower of the two fabrics, the node's r NICs (one per GPU) carrying the r rings that
+//   cross it: B = min(β_intra(S), r·β_inter(S)); so a DGX A100's multi-node all-reduce runs at
+//   8 × 24 = 192 GB/s busbw and a DGX H100's at 8 × 47.5 = 380, the plateaus nccl-tests
+//   measures (NVIDIA GTC24 S62129), where the earlier sum of intra and inter phases reached 126
+//   (4 A100 nodes) and 211 (8 H100 nodes).
+//     ring all-reduce      2(n−1−(N−1))·α_intra + 2(N−1)·α_inter + 2(n−1)/n · S/B
+//          reduce-scatter  (n−N)·α_intra + (N−1)·α_inter + (n−1)/n · S/B   (all-gather alike)
+//          broadcast/reduce (n−N)·α_intra + (N−1)·α_inter + S/B
+//     tree all-reduce      2((r−1)·α_intra + ⌈log₂N⌉·α_inter) + 2·S/B   (NCCL's tree latency:
+//                          a chain inside each node, a double binary tree across)
+//     all-to-all (no ring: every rank sends to every peer) the intra-node share (r−1)/n·S
+//                          inside + the (n−r)/n·S leaving the node across, as two phases
+//   With r = 1 the one-level formulas run on the inter link (B = β_inter(S)).
+//
+// Note [nccl protocols]: where the hardware names its hosts' CPU vendor
+// (inter_node.nccl_host_cpu, as the presets do), a ring or tree over several nodes is priced as
+// NCCL's own tuner prices it (src/graph/tuning.cc, ncclTopoTuneModel / ncclTopoGetAlgoTime; its
+// default constants, in models/src/nccl_protocols.cc): for each protocol, LL, LL128 and Simple,
+// a latency of base + steps × per-step latency, and a rate from B, and NCCL's choice, the fastest.
+//     ring step inside a node  NVLink's 0.6 / 1.9 / 3.4 us, at least the host's network post
+//                              overhead (1 us Intel, 2 us AMD; Simple 3 times that)
+//     ring step across nodes   2.7 / 4.0 / 14 us (5.0 / 8.5 / 14, the tree's, with r = 1)
+//     base                     6.6 / 14 / 8.4 us (ring), 6.8 / 14 / 8.4 (tree); a Simple ring
+//                              all-reduce's latency × 1.4 ("plateau effect")
+//     rate                     Simple B, LL128 0.92·B, LL min(0.5·B, 19–39 GB/s by vendor and
+//                              node count); trees 0.92·B (LL 1/3.8 of it, LL128 120/128)
+//     tree all-reduce          base + 2((r−1)·NVLink tree step + ⌊log₂N⌋·net tree step)
+//                              + S / (rate / 2)
+// Small messages thus take LL's short steps, large ones Simple's full rate, and a ring over many
+// ranks pays for every one of its steps: an all-gather over 1,536 A100s on 192 nodes costs about
+// 3.2 ms before it moves a byte (LL; 1344 NVLink steps at AMD's 2 us, 191 network steps at
+// 2.7 us). Not modelled: NCCL's per-channel bandwidth caps (the channel count is the topology
+// search's), its tree correction factors for medium sizes, NVLS and CollNet.
 //
 //   Bus bandwidth (nccl-tests' busbw): algbw = S / t times 2(n−1)/n for all-reduce, (n−1)/n for
 //   reduce-scatter, all-gather and all-to-all, 1 for broadcast, reduce and p2p.
@@ -90,7 +119,7 @@ struct CommSample {
 /// @endcode
 Link fit_ring_link(CommOp op, std::int64_t ranks, const std::vector<CommSample>& samples);
 
-/// One phase of a hierarchical collective.
+/// One phase of a collective: the whole of it, except an all-to-all over several nodes (two).
 struct CommPhase {
   CommOp op = CommOp::kAllReduce;
   std::int64_t bytes = 0;  ///< in the nccl-tests convention of `op`
@@ -106,8 +135,9 @@ class CommModel {
   explicit CommModel(HardwareSpec hardware, const CostProfile* profile = nullptr,
                      CommAlgorithm algorithm = CommAlgorithm::kAuto);
 
-  /// The phases a collective decomposes into for `group` (one phase on one node or with one
-  /// rank per node; none for a one-rank group or S = 0).
+  /// The phases a collective decomposes into for `group` (Note [collective costs]: one, except
+  /// an all-to-all with several ranks on each of several nodes; none for a one-rank group or
+  /// S = 0).
   [[nodiscard]] std::vector<CommPhase> phases(CommOp op, std::int64_t bytes,
                                               GroupPlacement group) const;
   /// Seconds: the profile's entry, else the sum of phases().

@@ -68,6 +68,11 @@
 //                         log(bytes), the nearest end outside. Absent: 1 at every size.
 //   *.latency             seconds for a small message, >= 0.
 //   inter_node.topology   free text naming the network ("fat-tree", "rail-optimized", ...).
+//   inter_node.nccl_host_cpu
+//                         optional, "intel" or "amd": the nodes' host CPU vendor, which NCCL's
+//                         tuner keys its network overheads on; given, collectives over several
+//                         nodes follow NCCL's protocol model (Note [nccl protocols] in
+//                         comm_cost.h), absent, the alpha–beta ring on the latencies.
 //   hardware_queues       concurrent streams a GPU runs (CUDA's default connection count, 8).
 //   compute_slowdown_during_comm
 //                         while communication overlaps compute, compute takes (1 + this) times
@@ -166,6 +171,10 @@ struct InterNodeNetwork {
   double latency = 0;                             // seconds
   std::string topology;                           // e.g. "fat-tree"
   std::optional<SizeEfficiency> size_efficiency;  // absent: the bandwidth at every size
+  // The nodes' host CPU vendor as NCCL's tuner keys on it, "intel" or "amd": collectives across
+  // nodes are then priced by NCCL's own protocol model (Note [nccl protocols] in comm_cost.h);
+  // empty: by the alpha–beta ring on `latency`.
+  std::string nccl_host_cpu;
 
   friend bool operator==(const InterNodeNetwork&, const InterNodeNetwork&) = default;
 };

@@ -131,15 +131,9 @@ struct PhaseMaker {
 // ignored, a bounded underestimate rather than an error.
 double multi_node_ring_time(CommOp op, double bytes, GroupPlacement group, const Link& intra,
                             const Link& inter, double rate) {
-  const double r = double(group.ranks_per_node());
-  const double nodes = double(group.nodes);
-  const double n = r * nodes;
-  const double passes = op == CommOp::kAllReduce ? 2 : 1;
-  const double steps = passes * (n - 1);
-  const double inter_steps = passes * (nodes - 1);
-  const double latency = (steps - inter_steps) * intra.latency + inter_steps * inter.latency;
-  const bool chain = op == CommOp::kBroadcast || op == CommOp::kReduce;
-  return latency + (chain ? 1 : passes * (n - 1) / n) * bytes / rate;
+  const detail::RingSteps ring = detail::ring_steps(op, group.ranks_per_node(), group.nodes);
+  return (ring.steps - ring.inter_steps) * intra.latency + ring.inter_steps * inter.latency +
+         ring.byte_share * bytes / rate;
 }
 
 double multi_node_tree_all_reduce_time(double bytes, GroupPlacement group, const Link& intra,

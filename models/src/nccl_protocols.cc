@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 namespace metron::models::detail {
 namespace {
@@ -55,24 +56,18 @@ double floor_log2(std::int64_t n) {
 }
 
 double ring_seconds(CommOp op, double bytes, const NcclGroup& g, Protocol p) {
-  const double r = double(g.ranks_per_node);
-  const double nodes = double(g.nodes);
-  const double n = r * nodes;
-  const bool all_reduce = op == CommOp::kAllReduce;
-  const double passes = all_reduce ? 2 : 1;
-  const double steps = passes * (n - 1);
-  const double inter_steps = passes * (nodes - 1);
+  const RingSteps ring = ring_steps(op, g.ranks_per_node, g.nodes);
   const double overhead =
       (g.amd_host ? kAmdNetOverhead : kIntelNetOverhead) * (p == kSimple ? 3 : 1);
   const double intra = std::max(kNvlinkRing[p], overhead);
   const double inter = g.ranks_per_node == 1 ? kNetTree[p] : kNetRing[p];
-  double latency = kRingBase[p] + (steps - inter_steps) * intra + inter_steps * inter;
-  if (all_reduce && p == kSimple) latency *= kRingSimplePlateau;
+  double latency =
+      kRingBase[p] + (ring.steps - ring.inter_steps) * intra + ring.inter_steps * inter;
+  if (op == CommOp::kAllReduce && p == kSimple) latency *= kRingSimplePlateau;
   double rate = g.rate;
   if (p == kLl) rate = std::min(ll_max(g), kLlShare * g.rate);
   if (p == kLl128) rate = kLl128Share * g.rate;
-  const bool chain = op == CommOp::kBroadcast || op == CommOp::kReduce;
-  return latency * kMicro + (chain ? 1 : steps / n) * bytes / rate;
+  return latency * kMicro + ring.byte_share * bytes / rate;
 }
 
 double tree_seconds(double bytes, const NcclGroup& g, Protocol p) {
@@ -88,14 +83,24 @@ double tree_seconds(double bytes, const NcclGroup& g, Protocol p) {
 
 }  // namespace
 
+RingSteps ring_steps(CommOp op, std::int64_t ranks_per_node, std::int64_t nodes) {
+  const double n = double(ranks_per_node) * double(nodes);
+  const double passes = op == CommOp::kAllReduce ? 2 : 1;
+  // A broadcast or reduce is a pipelined chain: every rank moves the whole buffer once.
+  const bool chain = op == CommOp::kBroadcast || op == CommOp::kReduce;
+  return {.steps = passes * (n - 1),
+          .inter_steps = passes * double(nodes - 1),
+          .byte_share = chain ? 1 : passes * (n - 1) / n};
+}
+
 double nccl_ring_time(CommOp op, double bytes, const NcclGroup& group) {
-  double best = ring_seconds(op, bytes, group, kProtocols[0]);
+  double best = std::numeric_limits<double>::infinity();
   for (Protocol p : kProtocols) best = std::min(best, ring_seconds(op, bytes, group, p));
   return best;
 }
 
 double nccl_tree_all_reduce_time(double bytes, const NcclGroup& group) {
-  double best = tree_seconds(bytes, group, kProtocols[0]);
+  double best = std::numeric_limits<double>::infinity();
   for (Protocol p : kProtocols) best = std::min(best, tree_seconds(bytes, group, p));
   return best;
 }

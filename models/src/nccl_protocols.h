@@ -17,6 +17,15 @@ struct NcclGroup {
   bool amd_host = false;            ///< the nodes' CPUs are AMD's (else Intel's)
 };
 
+/// A ring of `op` through n = r·N ranks on N nodes, counted as NCCL's tuner counts it: its steps
+/// (nsteps), those across nodes (nInterSteps), and the multiple of S / B each rank moves.
+struct RingSteps {
+  double steps = 0;
+  double inter_steps = 0;
+  double byte_share = 0;
+};
+RingSteps ring_steps(CommOp op, std::int64_t ranks_per_node, std::int64_t nodes);
+
 /// Seconds of the fastest protocol (LL, LL128, Simple) for a ring of `op` on `group`.
 double nccl_ring_time(CommOp op, double bytes, const NcclGroup& group);
 /// Seconds of the fastest protocol for NCCL's tree all-reduce on `group`.

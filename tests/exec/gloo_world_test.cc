@@ -316,6 +316,39 @@ TEST(GlooWorld, TheOrdinalTurnIssuesCallsFromThreadsInTheSameOrderOnEveryMember)
   EXPECT_TRUE(result.ok()) << failure_of(result);
 }
 
+TEST(GlooWorld, AllGathersRunningAtOnceOnOneGroupKeepTheirValuesApart) {
+  // All-gathers pass the turn before they move anything (gloo_world.h): two of them, from two
+  // threads, run at the same time on one group, and each must receive its own members' chunks.
+  const std::int32_t port = free_port();
+  const LaunchResult result = launch(2, [&](std::int32_t rank, WorkerChannel&) {
+    GlooWorld world(rendezvous(port, rank, 2), {{0, 1}});
+    const std::vector<std::int32_t> members{0, 1};
+    const ir::Collective big{.op = CollectiveOp::kAllGather,
+                             .bytes = kChunk * 2 * 4 * 2,
+                             .dtype = ir::DType::kInt32,
+                             .count = 2};
+    const ir::Collective small{
+        .op = CollectiveOp::kAllGather, .bytes = kChunk * 2 * 4, .dtype = ir::DType::kInt32};
+    const Expectation e_big = expect({big.op, 2}, members, rank, 0);
+    const Expectation e_small = expect({small.op, 1}, members, rank, 0);
+    for (int round = 0; round < 20; ++round) {
+      GlooWorldTestAccess::write_input(world, 0, big, to_bytes(e_big.input));
+      GlooWorldTestAccess::write_input(world, 0, small, to_bytes(e_small.input));
+      const std::int64_t first = 2 * round;
+      std::thread a([&] { world.collective(0, first, big); });
+      std::thread b([&] { world.collective(0, first + 1, small); });
+      a.join();
+      b.join();
+      if (from_bytes(GlooWorldTestAccess::read_output(world, 0, big)) != e_big.output ||
+          from_bytes(GlooWorldTestAccess::read_output(world, 0, small)) != e_small.output) {
+        throw std::runtime_error("round " + std::to_string(round) +
+                                 ": an all-gather received another one's values");
+      }
+    }
+  });
+  EXPECT_TRUE(result.ok()) << failure_of(result);
+}
+
 // ---- point-to-point, barrier, store ----------------------------------------------------------
 
 TEST(GlooWorld, SendAndRecvMatchByTagWhateverTheOrderTheyArePostedIn) {

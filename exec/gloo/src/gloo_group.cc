@@ -1,11 +1,14 @@
 #include "gloo_group.h"
 
+#include <gloo/allgather.h>
 #include <gloo/reduce_scatter.h>
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <utility>
 
@@ -133,6 +136,7 @@ void GlooGroup::run(std::int64_t ordinal, const ir::Collective& collective, std:
 
   std::unique_ptr<Buffers> buffers;
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  std::optional<std::uint32_t> gather_tag;  // an all-gather's first tag, taken under the turn
   try {
     Turn turn(*this, ordinal);
     if (collective.bytes <= 0) return;
@@ -146,13 +150,18 @@ void GlooGroup::run(std::int64_t ordinal, const ir::Collective& collective, std:
       release(collective, std::move(buffers));
       return;
     }
-    works = issue(collective, *buffers);
+    if (collective.op == ir::CollectiveOp::kAllGather) {
+      gather_tag = take_gather_tags(buffers->layout.calls);
+    } else {
+      works = issue(collective, *buffers);
+    }
   } catch (const metron::Error&) {
     throw;
   } catch (const std::exception& error) {
     throw BackendError(describe(collective, ordinal) + ": " + error_text(error));
   }
   try {
+    if (gather_tag) all_gather(*buffers, *gather_tag);
     for (const auto& work : works) work->wait();
   } catch (const std::exception& error) {
     throw BackendError(describe(collective, ordinal) + ": " + error_text(error));
@@ -200,16 +209,6 @@ std::vector<c10::intrusive_ptr<c10d::Work>> GlooGroup::issue(const ir::Collectiv
       case ir::CollectiveOp::kAllReduce:
         works.push_back(process_group_->allreduce(tensors));
         break;
-      case ir::CollectiveOp::kAllGather: {
-        // No _allgather_base in 1.13: one output view per member.
-        std::vector<std::vector<at::Tensor>> outputs(1);
-        for (std::size_t member = 0; member < members_.size(); ++member) {
-          outputs[0].push_back(output.narrow(
-              0, static_cast<std::int64_t>(member) * layout.chunk_elements, layout.chunk_elements));
-        }
-        works.push_back(process_group_->allgather(outputs, tensors));
-        break;
-      }
       case ir::CollectiveOp::kReduce: {
         c10d::ReduceOptions options;
         options.rootRank = local_index(collective.root.value(), "root rank");
@@ -229,10 +228,50 @@ std::vector<c10::intrusive_ptr<c10d::Work>> GlooGroup::issue(const ir::Collectiv
         break;
       }
       case ir::CollectiveOp::kReduceScatter:
-        METRON_ASSERT(false, "reduce-scatter does not go through the process group");
+      case ir::CollectiveOp::kAllGather:
+        METRON_ASSERT(false, "reduce-scatter and all-gather do not go through the process group");
     }
   }
   return works;
+}
+
+const std::shared_ptr<gloo::Context>& GlooGroup::direct_context() {
+  if (!direct_context_) {
+    auto context =
+        std::make_shared<gloo::rendezvous::Context>(local_rank_, static_cast<int>(members_.size()));
+    context->setTimeout(timeout_);
+    c10d::ProcessGroupGloo::GlooStore store(c10::make_intrusive<c10d::PrefixStore>("rs", store_));
+    context->connectFullMesh(store, device_);
+    direct_context_ = std::move(context);
+  }
+  return direct_context_;
+}
+
+std::uint32_t GlooGroup::take_gather_tags(std::int64_t calls) {
+  static_cast<void>(direct_context());  // connected by every member at the same turn
+  const std::uint32_t first = next_gather_tag_;
+  next_gather_tag_ += static_cast<std::uint32_t>(calls);  // wraps: tags only tell apart the
+  return first;                                           // gathers that run at once
+}
+
+void GlooGroup::all_gather(Buffers& buffers, std::uint32_t first_tag) {
+  const WireLayout& layout = buffers.layout;
+  const std::int64_t bytes = element_bytes(layout.type);
+  auto* input = static_cast<std::uint8_t*>(buffers.input.data_ptr());
+  auto* output = static_cast<std::uint8_t*>(buffers.output.data_ptr());
+  for (std::int64_t call = 0; call < layout.calls; ++call) {
+    // Into the pooled output, as bytes (a gather moves them, whatever their type): torch 1.13's
+    // ProcessGroupGloo::allgather runs this same gloo::allgather, but into a new flat tensor that
+    // it then copies to the outputs, which cost a fresh allocation and a copy of the whole
+    // output per call.
+    gloo::AllgatherOptions options(direct_context_);
+    options.setInput(input + call * layout.input_elements() * bytes,
+                     static_cast<std::size_t>(layout.input_elements() * bytes));
+    options.setOutput(output + call * layout.output_elements() * bytes,
+                      static_cast<std::size_t>(layout.output_elements() * bytes));
+    options.setTag(first_tag + static_cast<std::uint32_t>(call));
+    gloo::allgather(options);
+  }
 }
 
 void GlooGroup::reduce_scatter(Buffers& buffers) {
@@ -243,21 +282,14 @@ void GlooGroup::reduce_scatter(Buffers& buffers) {
                        std::to_string(layout.call_elements) +
                        " elements per call exceed gloo's int count; raise count");
   }
-  if (!reduce_scatter_context_) {
-    auto context =
-        std::make_shared<gloo::rendezvous::Context>(local_rank_, static_cast<int>(members_.size()));
-    context->setTimeout(timeout_);
-    c10d::ProcessGroupGloo::GlooStore store(c10::make_intrusive<c10d::PrefixStore>("rs", store_));
-    context->connectFullMesh(store, device_);
-    reduce_scatter_context_ = std::move(context);
-  }
+  const std::shared_ptr<gloo::Context>& context = direct_context();
   if (buffers.reduce_scatters.empty()) {
     const std::int64_t bytes = layout.call_elements * element_bytes(layout.type);
     auto* base = static_cast<std::byte*>(buffers.input.data_ptr());
     for (std::int64_t call = 0; call < layout.calls; ++call) {
       buffers.reduce_scatters.push_back(make_reduce_scatter(
-          layout.type, reduce_scatter_context_, base + call * bytes,
-          static_cast<int>(layout.call_elements), static_cast<int>(layout.chunk_elements)));
+          layout.type, context, base + call * bytes, static_cast<int>(layout.call_elements),
+          static_cast<int>(layout.chunk_elements)));
     }
   }
   for (const auto& algorithm : buffers.reduce_scatters) algorithm->run();

@@ -1,6 +1,7 @@
 #pragma once
 // One process group of a GlooWorld: its ProcessGroupGloo, the issue turn, the buffer pool and the
-// reduce-scatter context (Note [gloo world] in metron/exec/gloo_world.h). Private: torch types.
+// second Gloo context for reduce-scatter and all-gather (Note [gloo world] in
+// metron/exec/gloo_world.h). Private: torch types.
 
 #include <chrono>
 #include <condition_variable>
@@ -58,6 +59,15 @@ class GlooGroup {
   [[nodiscard]] std::vector<c10::intrusive_ptr<c10d::Work>> issue(const ir::Collective& collective,
                                                                   Buffers& buffers);
   void reduce_scatter(Buffers& buffers);
+  /// The group's second Gloo context (connected at its first use, under the turn), where the
+  /// group runs gloo's own algorithms: reduce-scatter, which ProcessGroupGloo 1.13 lacks, and
+  /// all-gather into the pooled buffers.
+  [[nodiscard]] const std::shared_ptr<gloo::Context>& direct_context();
+  /// Under the turn: the tags of an all-gather's `calls` calls, the same on every member, so
+  /// that gathers running at once on the direct context never take each other's messages.
+  [[nodiscard]] std::uint32_t take_gather_tags(std::int64_t calls);
+  /// Outside the turn (all-gathers of a group may run at once, as the process group's did).
+  void all_gather(Buffers& buffers, std::uint32_t first_tag);
   /// The caller's values into the buffers before the call, and the result back after it.
   void copy_in(const ir::Collective& collective, const Buffers& buffers,
                std::span<const float> data) const;
@@ -73,7 +83,8 @@ class GlooGroup {
   std::shared_ptr<gloo::transport::Device> device_;
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> process_group_;
-  std::shared_ptr<gloo::Context> reduce_scatter_context_;  // created at the first reduce-scatter
+  std::shared_ptr<gloo::Context> direct_context_;  // see direct_context()
+  std::uint32_t next_gather_tag_ = 0;              // under the turn
 
   std::mutex turn_mutex_;
   std::condition_variable turn_changed_;

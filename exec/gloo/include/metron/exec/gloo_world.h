@@ -16,8 +16,14 @@
 //     same sequence on every member.
 //   - ProcessGroupGloo 1.13 has no reduce-scatter: it runs gloo's own ReduceScatterHalvingDoubling
 //     on a second Gloo context of the group ("group/<g>/rs/", created at the group's first
-//     reduce-scatter). That algorithm is synchronous, so a reduce-scatter completes while it holds
-//     the turn; its result lands at the start of the buffer, not at the rank's offset.
+//     reduce-scatter or all-gather). That algorithm is synchronous, so a reduce-scatter completes
+//     while it holds the turn; its result lands at the start of the buffer, not at the rank's
+//     offset.
+//   - All-gather runs gloo::allgather on that context too, straight into the pooled output, with
+//     tags taken under the turn (so gathers may run at once, as before). ProcessGroupGloo 1.13's
+//     allgather runs the same algorithm into a new flat tensor and copies it out, which cost a
+//     fresh allocation of the whole output per call: on this 2-core VM a fresh 80 MB costs
+//     ~45 ms of page faults, and the faults varied from iteration to iteration of a run.
 //   - Wire dtypes: Gloo has fp16 but no bf16 or fp8, so bf16 travels as fp16 (same size, and sums
 //     are computed as fp16) and fp8 as uint8; the others travel as themselves. Only sizes matter to
 //     a measurement: the payload is whatever the buffers hold.

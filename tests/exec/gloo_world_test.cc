@@ -446,6 +446,30 @@ TEST(GlooWorld, RanksThatNeverJoinAreNamedAfterOneTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 3900ms);
 }
 
+TEST(GlooWorld, ADeadPeerFailsAnAllGatherWithBackendErrorLongBeforeTheTimeout) {
+  // All-gather runs on the group's second Gloo context, not the process group: a peer that dies
+  // after that context is connected must fail it as fast as the process group's ops.
+  const std::int32_t port = free_port();
+  const auto start = std::chrono::steady_clock::now();
+  const ir::Collective gather{.op = CollectiveOp::kAllGather, .bytes = 1 << 20};
+  const LaunchResult result = launch(2, [&](std::int32_t rank, WorkerChannel&) {
+    GlooWorld world(rendezvous(port, rank, 2, 10s), {{0, 1}});
+    world.collective(0, 0, gather);  // connects the second context on both ranks
+    world.barrier();
+    if (rank == 1) ::_exit(0);
+    std::this_thread::sleep_for(100ms);
+    rethrow_backend_error([&] { world.collective(0, 1, gather); });
+  });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.failure->kind, FailureKind::kError);
+  EXPECT_EQ(result.failure->rank, 0);
+  EXPECT_NE(result.failure->message.find(
+                "rank 0: BackendError: gloo all-gather on group 0 (ordinal 1, 1048576 bytes): "),
+            std::string::npos)
+      << result.failure->message;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);  // the op timeout is 10 s
+}
+
 TEST(GlooWorld, ADeadPeerFailsTheCollectiveWithBackendErrorLongBeforeTheTimeout) {
   const std::int32_t port = free_port();
   const auto start = std::chrono::steady_clock::now();

@@ -6,9 +6,10 @@
 //     the dtype the graph gives it, so the cost model finds the measured time for exactly the op
 //     it would have priced (and prices everything else as before).
 //   - Where: in one process per rank, each rank timing the distinct compute tasks of its own
-//     issue order at the same time as the others (Note [communication benchmark]): ranks share
-//     this machine's cores, caches and memory in a run, and an operation measured alone runs
-//     ~10 % faster than it does there.
+//     issue order at the same time as the others, the j-th operation of every rank after one
+//     barrier (Note [communication benchmark]): ranks share this machine's cores, caches and
+//     memory in a run, and an operation measured alone runs ~10 % faster than it does there,
+//     a memory-bound one that every rank runs at once (Adam) about half as fast.
 //   - How: each operation of a task in the task's order, one run of it with its count (as the
 //     executor runs it), timed and divided by the count: the cost model charges an op once per
 //     layer, and the op finds the caches as its task leaves them (timed alone and repeated, a

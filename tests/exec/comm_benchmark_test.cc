@@ -131,6 +131,54 @@ TEST(CommBenchmark, RefusesABadBenchmarkBeforeConnecting) {
                   HasSubstr("expected repetitions >= 1 and warmup >= 0, got 0 and 1")));
 }
 
+TEST(CommBenchmark, RanksWithUnequalOperationListsTimeThemInLockstep) {
+  // Rank 0 times three operations over two tasks, rank 1 one, rank 2 none: the operations run
+  // in lockstep, one world barrier before each slot, so ranks with shorter lists pass the
+  // barriers of the longer one's rest. A slot count that differed between ranks would leave a
+  // rank waiting at a barrier nobody else reaches, and the launcher's timeout would fail this.
+  const auto gemm = [](std::int64_t n) {
+    return ir::Operation{
+        .kind = ir::OperationKind::kGemm, .m = n, .n = n, .k = n, .dtype = ir::DType::kFp32};
+  };
+  ir::Operation add{.kind = ir::OperationKind::kElementwise, .bytes = 12 * 4096,
+                    .dtype = ir::DType::kFp32};
+  add.count = 4;
+  const CommBenchmark b{
+      .compute = {{{.operations = {gemm(32), add}}, {.operations = {gemm(48)}}},
+                  {{.operations = {gemm(64)}}}},
+      .groups = {{0, 1, 2}},
+      .warmup = 1,
+      .repetitions = 3};
+  const std::int32_t port = testing::free_port();
+  stop_blas_threads();
+  const LaunchResult r = launch_local(
+      {.workers = 3, .timeout = std::chrono::seconds(60)},
+      [&](std::int32_t rank, WorkerChannel& channel) {
+        const std::optional<CommMeasurement> m =
+            measure_communication(b, {.port = port, .rank = rank, .world_size = 3},
+                                  [&channel](std::string_view s) { channel.set_status(s); });
+        if (!m) return;
+        // By rank, by task: the operations each task lists; rank 2 lists none.
+        const std::vector<std::vector<std::size_t>> expected{{2, 1}, {1}, {}};
+        if (m->compute_seconds.size() < 2) throw InvalidConfig("compute ranks missing");
+        for (std::size_t rank_index = 0; rank_index < m->compute_seconds.size(); ++rank_index) {
+          const auto& tasks = m->compute_seconds[rank_index];
+          const auto& want = expected.at(rank_index);
+          if (tasks.size() != want.size()) throw InvalidConfig("tasks of a rank");
+          for (std::size_t t = 0; t < tasks.size(); ++t) {
+            if (tasks[t].size() != want[t]) throw InvalidConfig("operations of a task");
+            for (const std::vector<double>& samples : tasks[t]) {
+              if (samples.size() != 3) throw InvalidConfig("samples of an operation");
+              for (const double s : samples) {
+                if (!positive_finite(s)) throw InvalidConfig("sample " + std::to_string(s));
+              }
+            }
+          }
+        }
+      });
+  ASSERT_TRUE(r.ok()) << r.failure->message;
+}
+
 TEST(CommBenchmark, AnEntrysTimeIsTheMedianOfTheSlowestMember) {
   // Repetition r's time is the slowest member's: {3, 5, 9}; the median is 5.
   EXPECT_EQ(median_of_slowest({{1, 5, 9}, {3, 2, 1}}), 5);

@@ -28,9 +28,15 @@
 //   - Compute, first: every rank times its own compute tasks' operations at the same time as
 //     the others, as a run places them on a shared machine (ranks that share cores, caches and
 //     memory slow each other down; measured alone, a rank's operations look ~10 % faster than
-//     they run). Per repetition (`warmup` untimed first), after a world barrier, each operation
-//     of each task in order, one run() of it with its count, timed and divided by its count, so
-//     that each operation finds the caches as its task leaves them.
+//     they run). In lockstep: per repetition (`warmup` untimed first), the j-th operation of
+//     every rank's list starts after the j-th world barrier (a rank whose list is shorter only
+//     passes the barriers), one run() of it with its count, timed and divided by its count;
+//     each task's operations in order, so that each finds the caches as its task leaves them.
+//     Without the barriers the ranks drift apart within a repetition, and an operation that a
+//     run executes on every rank at once (a data-parallel step's optimizer, a tensor-parallel
+//     layer) was timed beside whatever the others had reached: on the 2-core VM a GPT-3 125M
+//     FSDP2 dp 2 shard's Adam (memory-bound, both ranks at once in the run) profiled 107 ms
+//     and ran 202-251 ms; alone, one rank's Adam of the whole model profiles as it runs.
 //   - Per-rank times reach rank 0 through the store; a final barrier keeps every rank until
 //     rank 0 has read them (it hosts the store).
 

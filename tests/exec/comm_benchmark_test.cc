@@ -140,15 +140,14 @@ TEST(CommBenchmark, RanksWithUnequalOperationListsTimeThemInLockstep) {
     return ir::Operation{
         .kind = ir::OperationKind::kGemm, .m = n, .n = n, .k = n, .dtype = ir::DType::kFp32};
   };
-  ir::Operation add{.kind = ir::OperationKind::kElementwise, .bytes = 12 * 4096,
-                    .dtype = ir::DType::kFp32};
+  ir::Operation add{
+      .kind = ir::OperationKind::kElementwise, .bytes = 12 * 4096, .dtype = ir::DType::kFp32};
   add.count = 4;
-  const CommBenchmark b{
-      .compute = {{{.operations = {gemm(32), add}}, {.operations = {gemm(48)}}},
-                  {{.operations = {gemm(64)}}}},
-      .groups = {{0, 1, 2}},
-      .warmup = 1,
-      .repetitions = 3};
+  const CommBenchmark b{.compute = {{{.operations = {gemm(32), add}}, {.operations = {gemm(48)}}},
+                                    {{.operations = {gemm(64)}}}},
+                        .groups = {{0, 1, 2}},
+                        .warmup = 1,
+                        .repetitions = 3};
   const std::int32_t port = testing::free_port();
   stop_blas_threads();
   const LaunchResult r = launch_local(

@@ -39,6 +39,11 @@ struct Estimator::RankState {
   /// DualPipe's all-reduce of the rank's stage copies' gradients (sync/stage_copies.h), which
   /// follows its last compute and precedes its step; 0 for the other schedules.
   std::vector<double> copy_sum_s;
+  /// Megatron's distributed optimizer over a dense model: one all-gather of the rank's
+  /// parameters and one reduce-scatter of its gradients over the data-parallel group, each as
+  /// one unpadded buffer (Note [whole-buffer sync in the bound]); empty otherwise.
+  std::vector<double> param_gather_s;
+  std::vector<double> grad_reduce_s;
 };
 
 namespace {
@@ -127,6 +132,30 @@ LayerCommSeconds layer_comm_seconds(const models::ModelSpec& model, const models
           .backward_input = blocking_seconds(plan.backward_input, groups, comm),
           .backward_weight = blocking_seconds(plan.backward_weight, groups, comm),
           .p2p = models::pipeline_p2p_time(model, mp, comm)};
+}
+
+/// What Note [whole-buffer sync in the bound] charges of each exchange: a little less than its
+/// time, for the padding's rounding and any non-monotonic stretch of a bandwidth curve.
+constexpr double kSyncBoundShare = 0.999;
+
+/// Note [whole-buffer sync in the bound]: per pipeline rank, the all-gather time its first
+/// forward waits for (0 on rank 0), or empty where the note does not apply.
+std::vector<double> whole_buffer_gathers(const Candidate& c, const pipeline::ScheduleSpec& spec,
+                                         const std::vector<double>& param_gather_s) {
+  if (param_gather_s.empty() || spec.name != "1f1b" || spec.pp < 2 ||
+      scenario::p2p_mode(scenario::ScheduleChoice{.name = spec.name}) !=
+          lowering::P2PMode::kBatched) {
+    return {};
+  }
+  const sync::SyncOptions o = planner_sync_options(c.policy);
+  if (!o.overlap_param_gather || o.overlap_param_gather_with_optimizer_step ||
+      o.distributed_optimizer_instances != 1 || o.iteration != sync::Iteration::kSteady ||
+      o.grad_reduce_in_fp32.has_value() || c.parallel.fp8 != models::Fp8Recipe::kOff) {
+    return {};
+  }
+  std::vector<double> out(param_gather_s.size(), 0.0);
+  for (std::size_t r = 1; r < out.size(); ++r) out[r] = kSyncBoundShare * param_gather_s[r];
+  return out;
 }
 
 }  // namespace
@@ -221,6 +250,25 @@ std::shared_ptr<const Estimator::RankState> Estimator::rank_state(const Candidat
         held.size() > 1
             ? comm_.collective_time(models::CommOp::kAllReduce, parameters * gradient_bytes, copies)
             : 0.0);
+    if (c.policy == sync::SyncPolicy::kMegatronDistopt && held.size() == 1) {
+      const models::RankParameters own = models::rank_parameters(request_.model, mp, held.front());
+      if (own.expert == 0) {
+        // The sync pass's SyncInput: parameters in the weight dtype, gradients in the grad
+        // dtype (scenario/step_builder.cc), over the "dp" group (dp·cp ranks).
+        const models::StateLayout layout = models::state_layout(policy, request_.model.dtype);
+        const models::GroupPlacement dp = models::parallel_groups(mp, request_.hardware).dp;
+        const auto weight_bytes =
+            static_cast<std::int64_t>(models::element_bytes(layout.weight_dtype));
+        out->param_gather_s.push_back(
+            comm_.collective_time(models::CommOp::kAllGather, own.dense * weight_bytes, dp));
+        out->grad_reduce_s.push_back(
+            comm_.collective_time(models::CommOp::kReduceScatter, own.dense * gradient_bytes, dp));
+      }
+    }
+  }
+  if (std::ssize(out->param_gather_s) != mp.pp) {
+    out->param_gather_s.clear();
+    out->grad_reduce_s.clear();
   }
   const std::lock_guard lock(mutex_);
   return rank_states_.emplace(key, std::move(out)).first->second;
@@ -324,6 +372,16 @@ Estimate Estimator::estimate(const Candidate& c) const {
       fx[ri] += std::max(0.0, blocking - 1) * comm.p2p;
     }
   }
+  // Note [whole-buffer sync in the bound]: the data-parallel exchanges that sit on the rank's
+  // path, where the step has them (1F1B, batched p2p, Megatron's distributed optimizer).
+  const std::vector<double> gather = whole_buffer_gathers(c, spec, ranks->param_gather_s);
+  const std::vector<double> reduce = gather.empty() ? gather : ranks->grad_reduce_s;
+  const auto gather_on = [&](std::int32_t r) {
+    return gather.empty() ? 0.0 : gather[static_cast<std::size_t>(r)];
+  };
+  const auto reduce_on = [&](std::int32_t r) {
+    return reduce.empty() || r == 0 ? 0.0 : kSyncBoundShare * reduce[static_cast<std::size_t>(r)];
+  };
   double bound = 0;
   for (std::int32_t r = 0; r < p; ++r) {
     const auto ri = static_cast<std::size_t>(r);
@@ -331,14 +389,17 @@ Estimate Estimator::estimate(const Candidate& c) const {
     double tail = optimizer[0];
     if (!bidirectional) {
       for (std::int32_t s = 0; s < lowest[ri]; ++s) {
-        head += forward[model_stage(s)] + comm.p2p;
+        head +=
+            gather_on(rank_of[static_cast<std::size_t>(s)]) + forward[model_stage(s)] + comm.p2p;
         tail += backward[model_stage(s)] + comm.p2p;
       }
     } else {
       tail = 0;
     }
     bound = std::max(
-        bound, head + fx[ri] + std::max(weight[ri] + ranks->copy_sum_s[ri] + optimizer[ri], tail));
+        bound,
+        head + gather_on(r) + fx[ri] +
+            std::max(weight[ri] + ranks->copy_sum_s[ri] + reduce_on(r) + optimizer[ri], tail));
   }
   e.bound_s = bound * (1 - 1e-4);
   return e;
